@@ -1,0 +1,45 @@
+"""verl-ascend: the Ascend distribution of verl, as a plugin on pinned upstream verl.
+
+Upstream owns the package ``verl``; this distribution only adds the subpackages
+``verl.ascend`` (the Ascend NPU backend) and ``verl.cpu`` (the CPU backend), plus the
+``recipe.dapo_ascend`` recipe. Both backends switch themselves on through upstream's
+``verl.plugins`` entry-point group, loaded at every ``import verl`` in every process.
+"""
+
+from pathlib import Path
+
+from setuptools import find_namespace_packages, setup
+
+HERE = Path(__file__).parent
+
+
+def _requirements(name: str) -> list[str]:
+    """Read ``requirements/<name>.txt`` (comments and blank lines dropped)."""
+    lines = (HERE / "requirements" / f"{name}.txt").read_text().splitlines()
+    return [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
+
+
+setup(
+    name="verl-ascend",
+    version="0.1.0",
+    description="verl on Ascend NPUs: DAPO defaults, fused ops, env profile, profiling, and a CPU backend",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    # Namespace discovery limited to our subpackages: never ship verl/__init__.py.
+    packages=find_namespace_packages(include=["verl.ascend*", "verl.cpu*", "recipe.dapo_ascend*"]),
+    package_data={"": ["*.yaml", "*.md"]},
+    include_package_data=True,
+    install_requires=_requirements("base"),
+    extras_require={"test": _requirements("test"), "npu": _requirements("npu")},
+    entry_points={
+        "verl.plugins": [
+            "cpu = verl.cpu.plugin:register",
+            "ascend = verl.ascend.plugin:register",
+        ],
+        "vllm.general_plugins": [
+            "verl_ascend_import_order = verl.ascend.vllm_plugin:register",
+        ],
+    },
+)

@@ -1,0 +1,1 @@
+"""verl.ascend: the Ascend NPU backend of verl-ascend."""

@@ -1,0 +1,5 @@
+"""Entry point of group ``vllm.general_plugins``."""
+
+
+def register() -> None:
+    return None
