@@ -1,1 +1,106 @@
-"""placeholder"""
+"""The ``cpu`` platform: verl's device abstraction answered for a machine with no accelerator.
+
+Registered in upstream's ``PlatformRegistry`` by the ``verl.plugins`` entry point. It is
+registered after upstream's built-ins, and auto-detection probes platforms in registration
+order, so it is chosen only when no CUDA/NPU/ROCm platform reports itself available
+(or explicitly with ``VERL_PLATFORM=cpu``).
+
+Ray resources: upstream's resource pools always ask for one accelerator per training rank
+(``RayResourcePool(use_gpu=True)``) and check the cluster's ``GPU``/``NPU`` totals. On a CPU
+machine we therefore declare *logical* ``GPU`` slots, one per training rank, when Ray starts
+(``ray_init.num_gpus`` in the CPU recipe config, ``ray start --num-gpus`` for a multi-node
+cluster). A slot is only a scheduling token: all tensors stay on the CPU.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any, Optional
+
+import torch
+
+from verl.plugin.platform import PlatformBase, PlatformRegistry
+
+
+@PlatformRegistry.register(platform="cpu")
+class PlatformCPU(PlatformBase):
+    """verl platform for CPU-only machines (development, CI, laptops)."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> ModuleType:
+        from verl.cpu import device_module
+
+        return device_module
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_platform_available(self, use_smi_check: bool = False) -> bool:
+        # Probed last (registered last): reaching here means no accelerator platform answered.
+        return True
+
+    def current_device(self):
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        return None
+
+    def synchronize(self, device_index: Optional[int] = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
+        return (None, None)
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        # Ray sets it for the logical GPU slots; harmless for a CPU build of torch.
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextmanager
+    def nvtx_range(self, msg: str):
+        with torch.profiler.record_function(msg):
+            yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        return "GPU"
+
+    def ray_noset_envvars(self) -> list[str]:
+        return []
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> Any:
+        return None

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# DAPO on Qwen2.5-32B with 128 Ascend A2 cards (16 nodes x 8): the seed article's job, one command.
+#
+#   DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh                 # print config + env + doctor verdict, start nothing
+#   bash examples/dapo_qwen25_32b_npu.sh                           # train (on the Ray head node of a running cluster)
+#   bash examples/dapo_qwen25_32b_npu.sh trainer.total_epochs=2 actor_rollout_ref.rollout.enforce_eager=False
+#
+# Every argument is passed through as an upstream-style Hydra override, applied after the ones
+# below, so it wins. Defaults live in recipe/dapo_ascend/config/dapo_qwen25_32b_npu.yaml (NPU
+# sizes and switches) on top of dapo_base.yaml (the DAPO algorithm); each value there says why.
+#
+# Environment variables (default in brackets):
+#   MODEL_PATH      local Hugging Face checkpoint                [$HOME/models/Qwen2.5-32B]
+#   DATA_DIR        folder of the prepared parquet files         [$HOME/data/dapo]
+#   TRAIN_FILE      training set (DAPO-Math-17k)                 [$DATA_DIR/dapo-math-17k.parquet]
+#   VAL_FILE        validation set (AIME 2024)                   [$DATA_DIR/aime-2024.parquet]
+#   OUTPUT_DIR      run outputs: metrics, Hydra logs             [$HOME/verl-ascend-runs]
+#   EXPERIMENT      experiment name (trainer.experiment_name)    [dapo_qwen25_32b_npu]
+#   CKPT_DIR        checkpoints (trainer.default_local_dir)      [$OUTPUT_DIR/checkpoints/$EXPERIMENT]
+#   NNODES          nodes in the Ray cluster                     [16]
+#   NPUS_PER_NODE   Ascend cards per node                        [8]
+#   DRY_RUN         1 = compose, resolve the env profile, run the config doctor, print, exit [0]
+#   PYTHON          interpreter with verl-ascend installed       [python3]
+# Prepare the data first (from files you downloaded; nothing is fetched):
+#   python -m recipe.dapo_ascend.data.prepare dapo-math -i dapo-math-17k.parquet -o "$DATA_DIR/dapo-math-17k.parquet"
+#   python -m recipe.dapo_ascend.data.prepare aime2024 -i aime_2024_problems.parquet -o "$DATA_DIR/aime-2024.parquet"
+# Multi-node: start Ray on every node first (docs/ascend_tutorial/quick_start.md), then run this on the head.
+# Note: the 4096-token overlong buffer must stay shorter than data.max_response_length; when you
+# shorten responses, lower reward.reward_kwargs.overlong_buffer_cfg.len too (the doctor says so).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+MODEL_PATH="${MODEL_PATH:-$HOME/models/Qwen2.5-32B}"
+DATA_DIR="${DATA_DIR:-$HOME/data/dapo}"
+TRAIN_FILE="${TRAIN_FILE:-$DATA_DIR/dapo-math-17k.parquet}"
+VAL_FILE="${VAL_FILE:-$DATA_DIR/aime-2024.parquet}"
+OUTPUT_DIR="${OUTPUT_DIR:-$HOME/verl-ascend-runs}"
+EXPERIMENT="${EXPERIMENT:-dapo_qwen25_32b_npu}"
+CKPT_DIR="${CKPT_DIR:-$OUTPUT_DIR/checkpoints/$EXPERIMENT}"
+NNODES="${NNODES:-16}"
+NPUS_PER_NODE="${NPUS_PER_NODE:-8}"
+DRY_RUN="${DRY_RUN:-0}"
+PYTHON="${PYTHON:-python3}"
+
+die() { echo "dapo_qwen25_32b_npu.sh: error: $*" >&2; exit 2; }
+is_positive_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
+is_positive_int "$NNODES" || die "NNODES='$NNODES' must be a positive integer (nodes in the Ray cluster, e.g. 16)"
+is_positive_int "$NPUS_PER_NODE" || die "NPUS_PER_NODE='$NPUS_PER_NODE' must be a positive integer (cards per node, e.g. 8)"
+case "$DRY_RUN" in 0|1) ;; *) die "DRY_RUN='$DRY_RUN' must be 0 or 1" ;; esac
+# Hydra splits unquoted override values on commas and whitespace: refuse such paths up front.
+for name in MODEL_PATH TRAIN_FILE VAL_FILE CKPT_DIR EXPERIMENT; do
+  value="${!name}"
+  [[ "$value" =~ [[:space:],\'\"=] ]] && die "$name='$value' contains a space, comma, quote or '='; use a path without them"
+done
+command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON='$PYTHON' not found; set PYTHON to the interpreter where verl-ascend is installed"
+
+# Importable from a checkout even when verl-ascend is not pip-installed.
+export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export DRY_RUN
+export VERL_ASCEND_OUTPUT_DIR="$OUTPUT_DIR"
+
+if [[ "$DRY_RUN" == "1" ]]; then
+  # Write nothing: no Hydra run folder, no log file.
+  HYDRA_ARGS=(hydra.run.dir=. hydra.output_subdir=null hydra/job_logging=none hydra/hydra_logging=none)
+else
+  HYDRA_ARGS=("hydra.run.dir=$OUTPUT_DIR/hydra/$EXPERIMENT/$(date +%Y%m%d-%H%M%S)")
+fi
+
+exec "$PYTHON" -m recipe.dapo_ascend.main_dapo --config-name dapo_qwen25_32b_npu \
+  "actor_rollout_ref.model.path=$MODEL_PATH" \
+  "data.train_files=$TRAIN_FILE" \
+  "data.val_files=$VAL_FILE" \
+  "trainer.nnodes=$NNODES" \
+  "trainer.n_gpus_per_node=$NPUS_PER_NODE" \
+  "trainer.experiment_name=$EXPERIMENT" \
+  "trainer.default_local_dir=$CKPT_DIR" \
+  "${HYDRA_ARGS[@]}" \
+  "$@"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The embedded default: full DAPO on a tiny Qwen2-architecture model, on a CPU, in minutes.
+#
+# It builds (once, deterministically, offline) a tiny model, its tokenizer and a task dataset,
+# then trains with the recipe's `dapo_tiny_cpu` config. Every argument is passed through as an
+# upstream-style Hydra override, e.g.:
+#   bash examples/dapo_tiny_cpu.sh trainer.total_training_steps=5 data.train_batch_size=4
+#   bash examples/dapo_tiny_cpu.sh +profile=cpu
+#
+# Environment:
+#   VERL_ASCEND_TINY_DIR    where the tiny assets live   (default ~/.cache/verl-ascend/tiny)
+#   VERL_ASCEND_OUTPUT_DIR  checkpoints and metrics      (default ./outputs)
+#   VERL_FILE_LOGGER_PATH   metrics JSON lines           (default $VERL_ASCEND_OUTPUT_DIR/dapo_tiny_cpu/metrics.jsonl)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export VERL_ASCEND_TINY_DIR="${VERL_ASCEND_TINY_DIR:-$HOME/.cache/verl-ascend/tiny}"
+export VERL_ASCEND_OUTPUT_DIR="${VERL_ASCEND_OUTPUT_DIR:-outputs}"
+export PYTHONUNBUFFERED=1
+
+python -m recipe.dapo_ascend.tiny.assets --root "$VERL_ASCEND_TINY_DIR" >/dev/null
+exec python -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu "$@"

@@ -1,0 +1,108 @@
+"""``DRY_RUN=1``: show what a job would run with, judge it, and start nothing.
+
+Why: on 128 cards a wrong key costs hours before it shows. The dry run prints, from the same
+composed config the job would get, (1) the whole config as YAML with interpolations resolved,
+(2) the per-role environment the Ascend env profile would deliver, as ``KEY=VALUE`` lines with
+the reason for each value, and (3) the config doctor's findings and verdict; then it exits. It
+imports no Ray-starting code and touches no device, so it runs on any CPU machine (and in CI).
+
+Exit status: 0 when the doctor accepts the config, 2 when it refuses (same as a real launch).
+``VERL_ASCEND_DOCTOR_STRICT=1`` (or a config key ``doctor.strict``) makes warnings refuse too.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TextIO
+
+from omegaconf import DictConfig, OmegaConf
+
+EXIT_OK, EXIT_REFUSED = 0, 2
+ROLE_TITLES = {
+    "train": "every Ray actor of the job (training workers, task runner)",
+    "rollout": "rollout servers and the vLLM processes they spawn (inherits train)",
+}
+
+
+def render_config(config: DictConfig) -> str:
+    """The config as YAML, interpolations resolved so overrides show where they land."""
+    try:
+        return OmegaConf.to_yaml(config, resolve=True)
+    except Exception as exc:  # an unresolvable interpolation must not hide the rest
+        return f"# (interpolations left unresolved: {exc})\n" + OmegaConf.to_yaml(config, resolve=False)
+
+
+def render_env(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
+    """``KEY=VALUE  # reason`` per role, from verl.ascend.env_profile; comments if it cannot resolve."""
+    try:
+        from verl.ascend.env_profile import EnvConflictError, resolve_env_profile
+    except ImportError as exc:
+        return [f"# env profile unavailable: {exc}"]
+    try:
+        profile = resolve_env_profile(config, environ)
+    except EnvConflictError as exc:
+        return [f"# env profile not resolved: {exc}", "# (the doctor below lists every conflict)"]
+    except Exception as exc:  # a broken profile table: say so, the doctor refuses the run below
+        return [f"# env profile failed: {type(exc).__name__}: {exc}"]
+    lines: list[str] = []
+    for role, title in ROLE_TITLES.items():
+        lines.append(f"# --- role {role}: {title}")
+        effective = profile.effective(role)
+        for name, value in effective.items():
+            setting = profile.settings[role].get(name) or profile.settings["train"].get(name)
+            reason = setting.reason if setting is not None else ""
+            lines.append(f"{name}={value}" + (f"  # {reason}" if reason else ""))
+    lines += [f"# warning: {w}" for w in profile.warnings]
+    return lines
+
+
+def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    """Print config, env and verdict to ``out``; return the exit status (never starts anything)."""
+    from verl.ascend import doctor
+
+    environ = dict(os.environ if environ is None else environ)
+    out = out or sys.stdout
+    strict = doctor.strict_from_env(environ) or bool(OmegaConf.select(config, "doctor.strict", default=False))
+
+    def emit(text: str = "") -> None:
+        print(text, file=out)
+
+    emit("# ===== verl-ascend dry run: composed config (upstream verl 0.9.1 + recipe) =====")
+    emit(render_config(config).rstrip())
+    emit("# ===== env profile (KEY=VALUE per role) =====")
+    for line in render_env(config, environ):
+        emit(line)
+    emit("# ===== config doctor =====")
+    findings = doctor.diagnose(config, environ)
+    emit(doctor.format_report(findings, strict))
+    emit("# dry run: nothing started (no Ray, no devices)")
+    out.flush()
+    stops = doctor.blocking(findings, strict)
+    if stops:
+        print(str(doctor.DoctorError(stops, strict=strict)), file=sys.stderr, flush=True)
+        return EXIT_REFUSED
+    return EXIT_OK
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """``python -m recipe.dapo_ascend.dry_run [--config-name NAME] [overrides...]`` (no entry point needed)."""
+    import argparse
+
+    from recipe.dapo_ascend.config_utils import ConfigError, compose
+
+    parser = argparse.ArgumentParser(prog="python -m recipe.dapo_ascend.dry_run", description=__doc__.splitlines()[0])
+    parser.add_argument("--config-name", default="dapo_qwen25_32b_npu")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args(argv)
+    try:
+        config = compose(args.config_name, args.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    return main(config)
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,0 +1,115 @@
+"""Entry point of the DAPO recipe: ``python -m recipe.dapo_ascend.main_dapo [--config-name N] [overrides]``.
+
+The whole path, in order:
+1. Hydra composes ``config/<name>.yaml`` on top of upstream's ``ppo_trainer`` config; every
+   upstream-style override works (``data.max_response_length=1234``, ``+foo=bar``).
+2. ``DRY_RUN=1``: print the composed config, env profile and doctor verdict, and exit.
+3. Preflight (``preflight.py``) and the config doctor run in this process, before Ray starts:
+   bad input fails in seconds with the culprit named, exit status 2.
+4. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
+   progress line per step from the metrics file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONFIG = "dapo_tiny_cpu"
+
+
+def default_metrics_path(config: DictConfig) -> str:
+    out = os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs")
+    return os.path.abspath(os.path.join(out, config.trainer.experiment_name, "metrics.jsonl"))
+
+
+def prepare(config: DictConfig) -> None:
+    """Everything that must happen in the driver before Ray starts; raises PreflightError."""
+    from verl.utils.device import auto_set_device
+
+    from recipe.dapo_ascend import preflight
+
+    auto_set_device(config)
+    preflight.check_all(config)
+    if os.environ.get("VERL_ASCEND_DOCTOR", "1") == "0":
+        logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor is skipped")
+        return
+    from verl.ascend import doctor
+
+    if hasattr(doctor, "check"):
+        doctor.check(config, strict=bool(OmegaConf.select(config, "doctor.strict", default=False)))
+
+
+EXTERNAL_MODULE = "recipe.dapo_ascend.register"
+
+
+def export_to_workers(config: DictConfig, env: dict[str, str]) -> None:
+    """Set ``env`` here and in the Ray runtime env, so every worker on every node sees it."""
+    os.environ.update(env)
+    with open_dict(config):
+        runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
+        env_vars = runtime_env.setdefault("env_vars", {})
+        for key, value in env.items():
+            env_vars[key] = value
+
+
+def run(config: DictConfig) -> None:
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+
+    from recipe.dapo_ascend.progress import ProgressPrinter
+
+    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    if EXTERNAL_MODULE not in modules:
+        modules.append(EXTERNAL_MODULE)
+    export_to_workers(config, {"VERL_USE_EXTERNAL_MODULES": ",".join(modules)})
+
+    loggers = config.trainer.get("logger", []) or []
+    printer = None
+    if "file" in loggers:
+        path = os.environ.setdefault("VERL_FILE_LOGGER_PATH", default_metrics_path(config))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        print(f"[verl-ascend] metrics: {path}", flush=True)
+        printer = ProgressPrinter(path, total_steps=config.trainer.get("total_training_steps")).start()
+    try:
+        run_ppo(config, task_runner_class=TaskRunnerV1)
+    finally:
+        if printer is not None:
+            printer.stop()
+
+
+def main_with_config(config: DictConfig) -> int:
+    from recipe.dapo_ascend.preflight import PreflightError
+
+    if os.environ.get("DRY_RUN", "0") not in ("", "0", "false", "False"):
+        from recipe.dapo_ascend import dry_run
+
+        return int(dry_run.main(config) or 0)
+    try:
+        prepare(config)
+    except PreflightError as exc:
+        print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as exc:
+        if type(exc).__name__ == "DoctorError":
+            print(f"[verl-ascend] config doctor: {exc}", file=sys.stderr, flush=True)
+            return 2
+        raise
+    run(config)
+    return 0
+
+
+@hydra.main(config_path="config", config_name=DEFAULT_CONFIG, version_base=None)
+def main(config: DictConfig) -> None:
+    code = main_with_config(config)
+    if code:
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

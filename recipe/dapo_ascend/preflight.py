@@ -1,0 +1,151 @@
+"""Checks that run in the driver before Ray starts, so bad input fails in seconds, not after
+minutes of cluster start-up, with a message naming the key, file or row at fault.
+
+Upstream checks most of this too, but deep inside Ray actors (an assertion in a worker's
+traceback) or only after the cluster has started. Here each problem raises
+``PreflightError``; the entry point prints it and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+
+class PreflightError(ValueError):
+    """A configuration or input problem found before any Ray actor starts."""
+
+
+def _files(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def check_model(config: DictConfig) -> None:
+    path = os.path.expanduser(str(config.actor_rollout_ref.model.path))
+    if not os.path.isdir(path):
+        raise PreflightError(
+            f"actor_rollout_ref.model.path={path!r} does not exist. Expected a local directory holding a "
+            "transformers model (config.json + weights); nothing is downloaded from a hub at run time."
+        )
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise PreflightError(
+            f"actor_rollout_ref.model.path={path!r} has no config.json. Expected a transformers model directory "
+            "as written by save_pretrained()."
+        )
+
+
+def check_data(config: DictConfig, max_rows_checked: int | None = None) -> None:
+    """Every dataset file exists and every row carries what the DAPO recipe reads."""
+    import pyarrow.parquet as pq
+
+    prompt_key = config.data.get("prompt_key", "prompt")
+    source_key = config.data.get("reward_fn_key", "data_source")
+    for key in ("train_files", "val_files"):
+        for file in _files(config.data.get(key)):
+            path = os.path.expanduser(file)
+            if not os.path.isfile(path):
+                raise PreflightError(f"data.{key}: file {path!r} does not exist (expected a parquet file)")
+            try:
+                table = pq.read_table(path)
+            except Exception as exc:  # pyarrow raises several types for corrupt files
+                raise PreflightError(f"data.{key}: {path!r} is not a readable parquet file: {exc}") from exc
+            missing = [c for c in (prompt_key, source_key, "reward_model") if c not in table.column_names]
+            if missing:
+                raise PreflightError(
+                    f"data.{key}: {path!r} lacks column(s) {missing}; the DAPO recipe needs "
+                    f"{prompt_key!r} (chat messages), {source_key!r} and 'reward_model' ({{'ground_truth': ...}}). "
+                    f"Columns present: {table.column_names}"
+                )
+            rows = table.select([prompt_key, "reward_model"]).to_pylist()
+            for index, row in enumerate(rows[:max_rows_checked] if max_rows_checked else rows):
+                _check_row(path, key, index, row, prompt_key)
+
+
+def _check_row(path: str, key: str, index: int, row: dict, prompt_key: str) -> None:
+    where = f"data.{key}: {path!r} row {index}"
+    prompt = row.get(prompt_key)
+    if isinstance(prompt, str):
+        ok = bool(prompt.strip())
+    else:
+        ok = (
+            isinstance(prompt, list)
+            and len(prompt) > 0
+            and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt)
+            and any(m["content"].strip() for m in prompt)
+        )
+    if not ok:
+        raise PreflightError(
+            f"{where}: field {prompt_key!r} is {prompt!r}; expected a non-empty list of chat messages "
+            "like [{'role': 'user', 'content': '...'}]"
+        )
+    reward = row.get("reward_model")
+    if not isinstance(reward, dict) or reward.get("ground_truth") is None:
+        raise PreflightError(
+            f"{where}: field 'reward_model' is {reward!r}; expected a dict with a 'ground_truth' entry"
+        )
+
+
+def check_batch_sizes(config: DictConfig) -> None:
+    """Batch sizes must split evenly across mini-batches and ranks (upstream asserts this in workers)."""
+    data, actor, rollout, trainer = (
+        config.data,
+        config.actor_rollout_ref.actor,
+        config.actor_rollout_ref.rollout,
+        config.trainer,
+    )
+    world = int(trainer.n_gpus_per_node) * int(trainer.nnodes)
+    bsz, mini, n = int(data.train_batch_size), int(actor.ppo_mini_batch_size), int(rollout.n)
+    if mini <= 0 or bsz % mini != 0:
+        raise PreflightError(
+            f"data.train_batch_size={bsz} is not divisible by actor_rollout_ref.actor.ppo_mini_batch_size={mini}; "
+            f"accepted: a ppo_mini_batch_size that divides {bsz} (e.g. {', '.join(map(str, _divisors(bsz)))})"
+        )
+    if (mini * n) % world != 0:
+        raise PreflightError(
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={mini} x actor_rollout_ref.rollout.n={n} = {mini * n} "
+            f"responses per mini-batch cannot be split over {world} ranks (trainer.nnodes x trainer.n_gpus_per_node); "
+            f"accepted: a multiple of {world} responses per mini-batch"
+        )
+    micro = actor.get("ppo_micro_batch_size_per_gpu")
+    if micro is not None and not actor.get("use_dynamic_bsz", False):
+        per_rank = mini * n // world
+        if int(micro) <= 0 or (per_rank % int(micro) != 0 and int(micro) < per_rank):
+            raise PreflightError(
+                f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro} does not divide the {per_rank} "
+                f"responses each rank gets per mini-batch; accepted: one of {_divisors(per_rank)}"
+            )
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0][:8]
+
+
+def run_upstream_validation(config: DictConfig) -> None:
+    """Upstream's own ``validate_config``, with its assertions turned into a named error."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    try:
+        validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    except (AssertionError, ValueError) as exc:
+        raise PreflightError(f"upstream verl rejected the configuration: {exc}") from exc
+
+
+def check_all(config: DictConfig) -> None:
+    check_model(config)
+    check_data(config)
+    check_batch_sizes(config)
+    run_upstream_validation(config)
+
+
+def resolved_copy(config: DictConfig) -> DictConfig:
+    return OmegaConf.create(OmegaConf.to_container(config, resolve=True))
+
+
+__all__ = ["PreflightError", "check_all", "check_model", "check_data", "check_batch_sizes", "Path"]

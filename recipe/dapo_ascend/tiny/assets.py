@@ -1,0 +1,146 @@
+"""Build the tiny model, tokenizer and dataset into a directory (deterministic, offline).
+
+Layout of ``ROOT`` (default ``$VERL_ASCEND_TINY_DIR`` or ``~/.cache/verl-ascend/tiny``)::
+
+    model/      a Qwen2-architecture causal LM (random init, fixed seed) + its tokenizer
+    data/train.parquet, data/val.parquet   upstream's RL dataset format
+
+Rebuilding with the same arguments gives byte-identical weights and data. Everything is
+written to a temporary sibling directory first and renamed into place, so an interrupted
+build never leaves a half-written model behind.
+
+Run: ``python -m recipe.dapo_ascend.tiny.assets [--root DIR] [--force]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+from recipe.dapo_ascend.tiny.task import DATA_SOURCE, DIGITS, make_example
+
+# Qwen-style specials: upstream's agent loop picks its Qwen token builder from model_type
+# "qwen2" and needs "<|im_end|>" and a one-token "\n" in the vocabulary. transformers loads
+# a qwen2 tokenizer as byte-level BPE, where "\n" is spelled "\u010a" (and spaces, absent
+# from the vocabulary, vanish).
+SPECIALS = ["<pad>", "<|im_end|>", "<bos>"]
+VOCAB = SPECIALS + DIGITS + ["=", "\u010a", "?"]
+# Prompt rendered by the chat template: "<digits> =", the model answers after "=".
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['content'] }}{% if not loop.last %} {% endif %}{% endfor %}"
+    "{% if add_generation_prompt %} ={% endif %}"
+)
+SPEC_VERSION = 3
+MODEL_SPEC = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("VERL_ASCEND_TINY_DIR", Path.home() / ".cache" / "verl-ascend" / "tiny"))
+
+
+def build_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(VOCAB)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
+    core.pre_tokenizer = pre_tokenizers.Split(" ", behavior="removed")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", eos_token="<|im_end|>", bos_token="<bos>", unk_token="?"
+    )
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def build_model(seed: int):
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(VOCAB),
+        tie_word_embeddings=True,
+        bos_token_id=VOCAB.index("<bos>"),
+        eos_token_id=VOCAB.index("<|im_end|>"),
+        pad_token_id=VOCAB.index("<pad>"),
+        rope_theta=10000.0,
+        **MODEL_SPEC,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, bos_token_id=config.bos_token_id
+    )
+    return model
+
+
+def write_split(path: Path, rows: int, seed: int, split: str) -> None:
+    import pandas as pd
+
+    rng = random.Random(seed)
+    records = []
+    for index in range(rows):
+        prompt, answer = make_example(rng)
+        records.append(
+            {
+                "data_source": DATA_SOURCE,
+                "prompt": [{"role": "user", "content": prompt}],
+                "ability": "copy",
+                "reward_model": {"style": "rule", "ground_truth": answer},
+                "extra_info": {"index": index, "split": split},
+            }
+        )
+    pd.DataFrame.from_records(records).to_parquet(path, index=False)
+
+
+def build(root: Path, seed: int = 0, train_rows: int = 2048, val_rows: int = 64, force: bool = False) -> Path:
+    root = Path(root).expanduser()
+    stamp = {"spec_version": SPEC_VERSION, "seed": seed, "train_rows": train_rows, "val_rows": val_rows}
+    stamp_file = root / "assets.json"
+    if not force and stamp_file.exists() and json.loads(stamp_file.read_text()) == stamp:
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        (tmp / "model").mkdir()
+        (tmp / "data").mkdir()
+        build_tokenizer().save_pretrained(tmp / "model")
+        build_model(seed).save_pretrained(tmp / "model")
+        write_split(tmp / "data" / "train.parquet", train_rows, seed + 1, "train")
+        write_split(tmp / "data" / "val.parquet", val_rows, seed + 2, "test")
+        (tmp / "assets.json").write_text(json.dumps(stamp))
+        if root.exists():
+            shutil.rmtree(root)
+        os.replace(tmp, root)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=default_root())
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-rows", type=int, default=2048)
+    parser.add_argument("--val-rows", type=int, default=64)
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args(argv)
+    root = build(args.root, args.seed, args.train_rows, args.val_rows, args.force)
+    print(root)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

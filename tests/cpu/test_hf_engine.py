@@ -1,0 +1,156 @@
+"""The hf rollout engine: numerics against a plain forward pass, and each sampling parameter's effect."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from verl.cpu.rollout.engine import GenerationRequest, HFGenerationEngine, SamplingSpec, _filter_logits
+from verl.cpu.rollout.server import load_causal_lm
+
+PROMPTS = [[6, 4, 7, 13], [3, 3, 13], [9, 8, 7, 6, 5, 13]]
+
+
+@pytest.fixture(scope="module")
+def model(tiny_dir):
+    torch.manual_seed(0)
+    m = load_causal_lm(str(tiny_dir / "model"))
+    # A random tiny model is near-uniform; sharpen it so sampling parameters have visible effects.
+    with torch.no_grad():
+        for p in m.parameters():
+            p.mul_(6.0)
+    return m
+
+
+def engine(model, eos=(1,)):
+    return HFGenerationEngine(model, eos_token_ids=list(eos), pad_token_id=0)
+
+
+def run(eng, spec, prompts=PROMPTS, n=1):
+    reqs = [GenerationRequest(f"r{i}-{k}", p, spec) for i, p in enumerate(prompts) for k in range(n)]
+    return eng.generate(reqs)
+
+
+def reference_logprobs(model, prompt, response, temperature):
+    ids = torch.tensor([prompt + response])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0].float()
+    t = temperature if temperature > 0 else 1.0
+    logp = torch.log_softmax(logits / t, dim=-1)
+    return [float(logp[len(prompt) - 1 + j, tok]) for j, tok in enumerate(response)]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
+def test_logprobs_match_a_plain_forward_pass(model, temperature):
+    """Batched, left-padded, KV-cached decoding returns the actor's log-probs of the same tokens."""
+    eng = engine(model, eos=(1,))
+    results = run(eng, SamplingSpec(max_new_tokens=6, temperature=temperature, seed=3), n=2)
+    assert any(len(r.token_ids) > 1 for r in results)
+    for r in results:
+        prompt = PROMPTS[int(r.request_id[1])]
+        ref = reference_logprobs(model, prompt, r.token_ids, temperature)
+        assert len(r.log_probs) == len(r.token_ids)
+        assert max(abs(a - b) for a, b in zip(r.log_probs, ref)) < 1e-4
+
+
+def test_greedy_is_argmax_and_deterministic(model):
+    eng = engine(model, eos=())
+    a = run(eng, SamplingSpec(max_new_tokens=5, temperature=0.0))
+    b = run(eng, SamplingSpec(max_new_tokens=5, temperature=0.0))
+    assert [r.token_ids for r in a] == [r.token_ids for r in b]
+    for r, prompt in zip(a, PROMPTS):
+        ids = list(prompt)
+        for tok in r.token_ids:
+            with torch.no_grad():
+                nxt = int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+            assert tok == nxt
+            ids.append(tok)
+
+
+def test_top_k_1_equals_greedy_even_when_hot(model):
+    eng = engine(model, eos=())
+    greedy = run(eng, SamplingSpec(max_new_tokens=5, temperature=0.0))
+    topk1 = run(eng, SamplingSpec(max_new_tokens=5, temperature=5.0, top_k=1, seed=1))
+    assert [r.token_ids for r in greedy] == [r.token_ids for r in topk1]
+
+
+def test_tiny_top_p_equals_greedy(model):
+    eng = engine(model, eos=())
+    greedy = run(eng, SamplingSpec(max_new_tokens=5, temperature=0.0))
+    nucleus = run(eng, SamplingSpec(max_new_tokens=5, temperature=1.0, top_p=1e-6, seed=1))
+    assert [r.token_ids for r in greedy] == [r.token_ids for r in nucleus]
+
+
+def test_temperature_raises_diversity(model):
+    eng = engine(model, eos=())
+    cold = run(eng, SamplingSpec(max_new_tokens=4, temperature=0.2, seed=None), prompts=[PROMPTS[0]], n=48)
+    hot = run(eng, SamplingSpec(max_new_tokens=4, temperature=3.0, seed=None), prompts=[PROMPTS[0]], n=48)
+    distinct = lambda rs: len({tuple(r.token_ids) for r in rs})  # noqa: E731
+    assert distinct(hot) > distinct(cold)
+
+
+def test_top_k_limits_the_first_token_to_k_choices(model):
+    eng = engine(model, eos=())
+    rs = run(eng, SamplingSpec(max_new_tokens=1, temperature=3.0, top_k=2), prompts=[PROMPTS[0]], n=64)
+    assert len({r.token_ids[0] for r in rs}) <= 2
+    free = run(eng, SamplingSpec(max_new_tokens=1, temperature=3.0), prompts=[PROMPTS[0]], n=64)
+    assert len({r.token_ids[0] for r in free}) > 2
+
+
+def test_max_new_tokens_and_eos(model):
+    greedy_first = run(engine(model, eos=()), SamplingSpec(max_new_tokens=1, temperature=0.0))
+    # Make each prompt's greedy first token an EOS: generation stops after it...
+    eos = sorted({r.token_ids[0] for r in greedy_first})
+    stopped = run(engine(model, eos=eos), SamplingSpec(max_new_tokens=7, temperature=0.0))
+    assert all(len(r.token_ids) == 1 and r.finish_reason == "stop" for r in stopped)
+    # ...unless ignore_eos, which runs to the budget.
+    ignored = run(engine(model, eos=eos), SamplingSpec(max_new_tokens=7, temperature=0.0, ignore_eos=True))
+    assert all(len(r.token_ids) == 7 and r.finish_reason == "length" for r in ignored)
+
+
+def test_seed_reproduces_samples(model):
+    eng = engine(model, eos=())
+    a = run(eng, SamplingSpec(max_new_tokens=5, temperature=1.0, seed=42))
+    b = run(eng, SamplingSpec(max_new_tokens=5, temperature=1.0, seed=42))
+    c = run(eng, SamplingSpec(max_new_tokens=5, temperature=1.0, seed=43))
+    assert [r.token_ids for r in a] == [r.token_ids for r in b]
+    assert [r.token_ids for r in a] != [r.token_ids for r in c]
+
+
+def test_abort_stops_a_request_early(model):
+    eng = engine(model, eos=())
+    req = GenerationRequest("x", PROMPTS[0], SamplingSpec(max_new_tokens=20, temperature=1.0))
+    req.abort.set()
+    (res,) = eng.generate([req])
+    assert res.stop_reason == "aborted" and len(res.token_ids) == 1
+
+
+def test_weight_update_changes_outputs_and_rejects_unknown_names(model):
+    eng = engine(model, eos=())
+    before = run(eng, SamplingSpec(max_new_tokens=3, temperature=0.0))
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        n = eng.load_weights((k, torch.randn_like(v)) for k, v in saved.items())
+        assert n == len(saved)
+        after = run(eng, SamplingSpec(max_new_tokens=3, temperature=0.0))
+        assert [r.token_ids for r in after] != [r.token_ids for r in before]
+        with pytest.raises(KeyError, match="no_such"):
+            eng.load_weights([("no_such.weight", torch.zeros(1))])
+        with pytest.raises(ValueError, match="shape"):
+            eng.load_weights([("model.norm.weight", torch.zeros(3))])
+    finally:
+        eng.load_weights(saved.items())
+
+
+def test_filter_logits_keeps_the_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    out = _filter_logits(logits, torch.tensor([-1]), torch.tensor([0.7]))
+    assert torch.isfinite(out).tolist() == [[True, True, False, False]]
+    out = _filter_logits(logits, torch.tensor([3]), torch.tensor([1.0]))
+    assert torch.isfinite(out).tolist() == [[True, True, True, False]]
+
+
+@pytest.mark.parametrize("bad", [dict(max_new_tokens=0), dict(max_new_tokens=4, top_p=0.0), dict(max_new_tokens=4, top_k=0)])
+def test_bad_sampling_parameters_are_rejected(bad):
+    with pytest.raises(ValueError):
+        SamplingSpec(**bad)

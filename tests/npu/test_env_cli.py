@@ -1,0 +1,84 @@
+"""``python -m verl.ascend.env``: one VAR=value line per variable with its reason; conflicts exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from verl.ascend.env import main
+
+EAGER = "actor_rollout_ref.rollout.enforce_eager"
+
+
+def lines_for(out: str, var: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith(f"{var}=")]
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for var in ("TASK_QUEUE_ENABLE", "VLLM_ASCEND_TASK_QUEUE_ENABLE", "HCCL_OP_EXPANSION_MODE", "VERL_PLATFORM"):
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+def test_module_entry_point_prints_task_queue_2_in_eager_mode():
+    env = {k: v for k, v in os.environ.items() if k not in ("TASK_QUEUE_ENABLE", "VLLM_ASCEND_TASK_QUEUE_ENABLE")}
+    result = subprocess.run(
+        [sys.executable, "-m", "verl.ascend.env", f"{EAGER}=True"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (line,) = lines_for(result.stdout, "TASK_QUEUE_ENABLE")
+    assert line.startswith("TASK_QUEUE_ENABLE=2  # ") and "eager" in line
+    assert all("=" in line and "  # " in line for line in result.stdout.splitlines())
+
+
+def test_graph_mode_prints_task_queue_1(clean_env, capsys):
+    assert main([f"{EAGER}=False"]) == 0
+    (line,) = lines_for(capsys.readouterr().out, "TASK_QUEUE_ENABLE")
+    assert line.startswith("TASK_QUEUE_ENABLE=1  # ")
+
+
+def test_exported_level_2_with_graph_mode_exits_nonzero_naming_both(clean_env, capsys):
+    clean_env.setenv("TASK_QUEUE_ENABLE", "2")
+    assert main([f"{EAGER}=False"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "TASK_QUEUE_ENABLE" in captured.err and EAGER in captured.err
+    assert "task_queue_2_with_graph_mode" in captured.err
+
+
+def test_roles_that_differ_get_one_line_each(clean_env, capsys):
+    assert main(["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=8"]) == 0
+    out = capsys.readouterr().out
+    affinity = lines_for(out, "CPU_AFFINITY_CONF")
+    assert [line.split("  # ")[0] for line in affinity] == ["CPU_AFFINITY_CONF=1", "CPU_AFFINITY_CONF=0"]
+    assert "[train]" in affinity[0] and "[rollout]" in affinity[1]
+    (mc2,) = lines_for(out, "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE")
+    assert mc2.startswith("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE=1  # [rollout]")
+
+
+def test_json_output(clean_env, capsys):
+    assert main(["--json", f"{EAGER}=True"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["settings"]["train"]["TASK_QUEUE_ENABLE"]["value"] == "2"
+
+
+def test_unknown_config_name_lists_the_available_ones(clean_env, capsys):
+    assert main(["--config-name", "no_such_config"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_config" in err and "dapo_base" in err
+
+
+def test_bad_override_exits_2(clean_env, capsys):
+    assert main(["actor_rollout_ref.rollout.no_such_key=1"]) == 2
+    assert "no_such_key" in capsys.readouterr().err
+
+
+def test_bad_value_exits_1_naming_the_key(clean_env, capsys):
+    assert main(["+ascend.env.mc2=maybe"]) == 1
+    err = capsys.readouterr().err
+    assert "ascend.env.mc2" in err and "accepted" in err

@@ -1,0 +1,310 @@
+"""Each rule of the env profile (verl/ascend/env_profile.yaml), on the recipe's composed config."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from omegaconf import OmegaConf, open_dict
+
+from verl.ascend.env import compose_config
+from verl.ascend.env_profile import (
+    PROFILE_ENV,
+    EnvConflictError,
+    apply_to_config,
+    find_conflicts,
+    resolve_env_profile,
+    rollout_env_from_environ,
+)
+
+EAGER = "actor_rollout_ref.rollout.enforce_eager"
+TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
+ENGINE = "actor_rollout_ref.rollout.name"
+
+
+@pytest.fixture(scope="module")
+def base_config():
+    return compose_config("dapo_base", [])
+
+
+@pytest.fixture
+def make(base_config):
+    """A copy of the recipe config with dotted-key overrides (``ascend.*`` keys may be new)."""
+
+    def _make(**overrides):
+        cfg = copy.deepcopy(base_config)
+        with open_dict(cfg):
+            for key, value in overrides.items():
+                OmegaConf.update(cfg, key.replace("__", "."), value, force_add=True)
+        return cfg
+
+    return _make
+
+
+def rules(errors):
+    return sorted(e.rule for e in errors)
+
+
+# --------------------------------------------------------------------------- task queue
+
+
+def test_task_queue_2_in_eager_mode(make):
+    profile = resolve_env_profile(make(**{EAGER: True}), environ={})
+    assert profile.effective("train")["TASK_QUEUE_ENABLE"] == "2"
+    assert profile.effective("rollout")["TASK_QUEUE_ENABLE"] == "2"
+    assert "eager" in profile.reason("TASK_QUEUE_ENABLE")
+
+
+def test_task_queue_1_with_graph_mode(make):
+    profile = resolve_env_profile(make(**{EAGER: False}), environ={})
+    assert profile.effective("rollout")["TASK_QUEUE_ENABLE"] == "1"
+    assert "graph" in profile.reason("TASK_QUEUE_ENABLE", "rollout")
+
+
+def test_exported_task_queue_2_with_graph_mode_is_a_conflict_naming_both(make):
+    with pytest.raises(EnvConflictError) as info:
+        resolve_env_profile(make(**{EAGER: False}), environ={"TASK_QUEUE_ENABLE": "2"})
+    err = info.value
+    assert err.rule == "task_queue_2_with_graph_mode"
+    assert err.keys == ("TASK_QUEUE_ENABLE", EAGER)
+    assert "TASK_QUEUE_ENABLE" in str(err) and EAGER in str(err)
+
+
+def test_exported_task_queue_wins_when_no_conflict(make):
+    profile = resolve_env_profile(make(**{EAGER: True}), environ={"TASK_QUEUE_ENABLE": "0"})
+    assert profile.effective("rollout")["TASK_QUEUE_ENABLE"] == "0"
+    assert profile.settings["train"]["TASK_QUEUE_ENABLE"].source == "environ"
+
+
+def test_rollout_only_task_queue_resolves_the_conflict(make):
+    env = {"TASK_QUEUE_ENABLE": "2", "VLLM_ASCEND_TASK_QUEUE_ENABLE": "1"}
+    profile = resolve_env_profile(make(**{EAGER: False}), environ=env)
+    assert profile.env("train")["TASK_QUEUE_ENABLE"] == "2"
+    assert profile.rollout_env_vars()["TASK_QUEUE_ENABLE"] == "1"
+    assert "VLLM_ASCEND_TASK_QUEUE_ENABLE" in profile.reason("TASK_QUEUE_ENABLE", "rollout")
+
+
+def test_rollout_only_task_queue_2_with_graph_mode_is_a_conflict(make):
+    errors = find_conflicts(make(**{EAGER: False}), environ={"VLLM_ASCEND_TASK_QUEUE_ENABLE": "2"})
+    assert rules(errors) == ["task_queue_2_with_graph_mode"]
+
+
+def test_launch_blocking_warns_that_task_queue_is_off(make):
+    profile = resolve_env_profile(make(), environ={"ASCEND_LAUNCH_BLOCKING": "1"})
+    assert any("launch_blocking_disables_task_queue" in w for w in profile.warnings)
+
+
+# --------------------------------------------------------------------------- mc2 and AIV
+
+
+def test_mc2_on_by_default_only_for_vllm_at_tp_8(make):
+    on = resolve_env_profile(make(**{ENGINE: "vllm", TP: 8}), environ={})
+    assert on.rollout_env_vars()["VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE"] == "1"
+    assert "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE" not in on.env("train")  # rollout only
+    for kw in ({ENGINE: "vllm", TP: 4}, {ENGINE: "sglang", TP: 8}):
+        assert "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE" not in resolve_env_profile(make(**kw), environ={}).effective(
+            "rollout"
+        )
+
+
+def test_mc2_needs_tp_gt_1(make):
+    errors = find_conflicts(make(**{ENGINE: "vllm", TP: 1, "ascend.env.mc2": True}), environ={})
+    assert rules(errors) == ["mc2_needs_tp_gt_1"]
+    assert errors[0].keys == ("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", TP)
+    errors = find_conflicts(make(**{ENGINE: "vllm", TP: 1}), environ={"VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE": "1"})
+    assert rules(errors) == ["mc2_needs_tp_gt_1"]
+
+
+def test_aiv_at_tp_8_only_without_mc2_and_only_for_rollout(make):
+    with_mc2 = resolve_env_profile(make(**{ENGINE: "vllm", TP: 8}), environ={})
+    assert "HCCL_OP_EXPANSION_MODE" not in with_mc2.effective("rollout")
+    no_mc2 = resolve_env_profile(make(**{ENGINE: "vllm", TP: 8, "ascend.env.mc2": False}), environ={})
+    assert no_mc2.rollout_env_vars()["HCCL_OP_EXPANSION_MODE"] == "AIV"
+    assert "HCCL_OP_EXPANSION_MODE" not in no_mc2.env("train")
+    tp4 = resolve_env_profile(make(**{ENGINE: "vllm", TP: 4, "ascend.env.mc2": False}), environ={})
+    assert "HCCL_OP_EXPANSION_MODE" not in tp4.effective("rollout")
+
+
+def test_aiv_with_mc2_is_a_conflict(make):
+    errors = find_conflicts(make(**{ENGINE: "vllm", TP: 8, "ascend.env.aiv": True}), environ={})
+    assert rules(errors) == ["aiv_with_mc2"]
+    assert errors[0].keys == ("HCCL_OP_EXPANSION_MODE", "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE")
+
+
+def test_exported_aiv_is_global_and_says_so(make):
+    errors = find_conflicts(make(**{ENGINE: "vllm", TP: 8}), environ={"HCCL_OP_EXPANSION_MODE": "AIV"})
+    assert rules(errors) == ["aiv_with_mc2"]
+    profile = resolve_env_profile(make(**{ENGINE: "vllm", TP: 4}), environ={"HCCL_OP_EXPANSION_MODE": "AIV"})
+    assert profile.env("train")["HCCL_OP_EXPANSION_MODE"] == "AIV"
+    assert {w.split("]")[0] for w in profile.warnings} >= {"[aiv_reaches_training", "[aiv_not_at_tp_8"}
+
+
+def test_config_override_keeps_a_rollout_variable_rollout_only(make):
+    cfg = make(**{ENGINE: "vllm", TP: 4, "ascend.env.overrides": {"HCCL_OP_EXPANSION_MODE": "AIV"}})
+    profile = resolve_env_profile(cfg, environ={})
+    assert profile.rollout_env_vars()["HCCL_OP_EXPANSION_MODE"] == "AIV"
+    assert "HCCL_OP_EXPANSION_MODE" not in profile.env("train")
+    assert not any("aiv_reaches_training" in w for w in profile.warnings)
+
+
+# --------------------------------------------------------------------------- V1, affinity, platform, fused ops
+
+
+def test_vllm_v1_and_chunked_prefill(make):
+    profile = resolve_env_profile(make(**{ENGINE: "vllm"}), environ={})
+    assert profile.rollout_env_vars()["VLLM_USE_V1"] == "1"
+    errors = find_conflicts(
+        make(**{ENGINE: "vllm", "actor_rollout_ref.rollout.enable_chunked_prefill": True}), environ={"VLLM_USE_V1": "0"}
+    )
+    assert rules(errors) == ["chunked_prefill_needs_v1"]
+    ok = find_conflicts(
+        make(**{ENGINE: "vllm", "actor_rollout_ref.rollout.enable_chunked_prefill": False}),
+        environ={"VLLM_USE_V1": "0"},
+    )
+    assert ok == []
+
+
+def test_cpu_affinity_differs_per_role(make):
+    profile = resolve_env_profile(make(), environ={})
+    assert profile.env("train")["CPU_AFFINITY_CONF"] == "1"
+    assert profile.rollout_env_vars()["CPU_AFFINITY_CONF"] == "0"
+    assert profile.reason("CPU_AFFINITY_CONF", "train") != profile.reason("CPU_AFFINITY_CONF", "rollout")
+
+
+def test_device_npu_pins_the_platform(make):
+    profile = resolve_env_profile(make(**{"trainer.device": "npu"}), environ={})
+    assert profile.env("train")["VERL_PLATFORM"] == "huawei"
+    assert "VERL_PLATFORM" not in resolve_env_profile(make(**{"trainer.device": "cpu"}), environ={}).env("train")
+    errors = find_conflicts(make(**{"trainer.device": "npu"}), environ={"VERL_PLATFORM": "cpu"})
+    assert rules(errors) == ["device_npu_platform_mismatch"]
+
+
+def test_fused_op_switches_become_env_vars(make):
+    profile = resolve_env_profile(make(**{"ascend.fused_ops.swiglu": False}), environ={})
+    env = profile.env("train")
+    assert env["VERL_ASCEND_FUSED_SWIGLU"] == "0" and env["VERL_ASCEND_FUSED_RMS_NORM"] == "1"
+    master_off = resolve_env_profile(make(**{"ascend.fused_ops.enable": False}), environ={}).env("train")
+    assert master_off["VERL_ASCEND_FUSED_OPS"] == "0" and master_off["VERL_ASCEND_FUSED_ROTARY_MUL"] == "0"
+
+
+def test_emulator_flag_is_forwarded_only_when_set(make):
+    assert (
+        resolve_env_profile(make(), environ={"VERL_ASCEND_NPU_EMULATOR": "1"}).env("train")["VERL_ASCEND_NPU_EMULATOR"]
+        == "1"
+    )
+    assert "VERL_ASCEND_NPU_EMULATOR" not in resolve_env_profile(make(), environ={}).env("train")
+
+
+# --------------------------------------------------------------------------- precedence and bad values
+
+
+def test_precedence_override_then_ray_kwargs_then_environ(make):
+    key = "ray_kwargs.ray_init.runtime_env.env_vars"
+    cfg = make(**{EAGER: True, key: {"TASK_QUEUE_ENABLE": "1"}})
+    assert resolve_env_profile(cfg, environ={"TASK_QUEUE_ENABLE": "0"}).env("train")["TASK_QUEUE_ENABLE"] == "1"
+    cfg = make(**{EAGER: True, key: {"TASK_QUEUE_ENABLE": "1"}, "ascend.env.overrides": {"TASK_QUEUE_ENABLE": 2}})
+    profile = resolve_env_profile(cfg, environ={"TASK_QUEUE_ENABLE": "0"})
+    assert profile.env("train")["TASK_QUEUE_ENABLE"] == "2"
+    assert "ascend.env.overrides.TASK_QUEUE_ENABLE" in profile.reason("TASK_QUEUE_ENABLE")
+
+
+@pytest.mark.parametrize(
+    "overrides,environ,keys",
+    [
+        ({}, {"TASK_QUEUE_ENABLE": "3"}, ("TASK_QUEUE_ENABLE", "environment")),
+        ({}, {"CPU_AFFINITY_CONF": "fast"}, ("CPU_AFFINITY_CONF", "environment")),
+        ({}, {"HCCL_OP_EXPANSION_MODE": "GPU"}, ("HCCL_OP_EXPANSION_MODE", "environment")),
+        ({}, {"VERL_ASCEND_FUSED_SWIGLU": "perhaps"}, ("VERL_ASCEND_FUSED_SWIGLU", "environment")),
+        (
+            {"ascend.env.overrides": {"TASK_QUEUE_ENABLE": 5}},
+            {},
+            ("TASK_QUEUE_ENABLE", "ascend.env.overrides.TASK_QUEUE_ENABLE"),
+        ),
+        ({"ascend.env.mc2": "maybe"}, {}, ("ascend.env.mc2",)),
+        ({"ascend.env.turbo": True}, {}, ("ascend.env.turbo",)),
+        ({"ascend.fused_ops.flash": True}, {}, ("ascend.fused_ops",)),
+        ({"ascend.colour": "red"}, {}, ("ascend.colour",)),
+    ],
+)
+def test_bad_values_name_the_key_and_what_is_accepted(make, overrides, environ, keys):
+    errors = find_conflicts(make(**overrides), environ=environ)
+    assert [e.rule for e in errors] == ["invalid_value"]
+    assert errors[0].keys == keys
+    assert "accepted" in str(errors[0]) or "must match" in str(errors[0])
+
+
+def test_all_conflicts_are_reported_and_the_first_is_raised(make):
+    cfg = make(**{ENGINE: "vllm", TP: 1, EAGER: False, "ascend.env.mc2": True, "ascend.env.aiv": True})
+    errors = find_conflicts(cfg, environ={"TASK_QUEUE_ENABLE": "2"})
+    assert rules(errors) == ["aiv_with_mc2", "mc2_needs_tp_gt_1", "task_queue_2_with_graph_mode"]
+    with pytest.raises(EnvConflictError):
+        resolve_env_profile(cfg, environ={"TASK_QUEUE_ENABLE": "2"})
+
+
+def test_unknown_override_is_passed_through(make):
+    profile = resolve_env_profile(make(**{"ascend.env.overrides": {"MY_VAR": "x y"}}), environ={})
+    assert profile.env("train")["MY_VAR"] == "x y" and profile.rollout_env_vars()["MY_VAR"] == "x y"
+    assert any(line.startswith("MY_VAR='x y'") for line in profile.lines())
+
+
+# --------------------------------------------------------------------------- delivery
+
+
+def test_apply_to_config_fills_the_ray_runtime_env(make, monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    cfg = make(
+        **{
+            EAGER: True,
+            ENGINE: "vllm",
+            TP: 8,
+            "ray_kwargs.ray_init.runtime_env.env_vars": {"HCCL_CONNECT_TIMEOUT": "600"},
+        }
+    )
+    profile = apply_to_config(cfg, environ={})
+    env_vars = OmegaConf.to_container(cfg.ray_kwargs.ray_init.runtime_env.env_vars)
+    assert env_vars["TASK_QUEUE_ENABLE"] == "2" and env_vars["HCCL_CONNECT_TIMEOUT"] == "600"  # user's kept
+    assert "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE" not in env_vars  # rollout only
+    data = json.loads(env_vars[PROFILE_ENV])
+    assert data["rollout"] == profile.rollout_env_vars() and "HCCL_CONNECT_TIMEOUT" not in data["applied"]
+    assert rollout_env_from_environ()["VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE"] == "1"
+    # idempotent, and a changed config re-resolves the keys it wrote itself
+    OmegaConf.update(cfg, EAGER, False)
+    apply_to_config(cfg, environ={})
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.TASK_QUEUE_ENABLE == "1"
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.HCCL_CONNECT_TIMEOUT == "600"
+
+
+def test_apply_to_config_works_on_a_struct_config_without_env_vars(make, monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    cfg = make()
+    OmegaConf.set_struct(cfg, True)
+    apply_to_config(cfg, environ={})
+    assert PROFILE_ENV in cfg.ray_kwargs.ray_init.runtime_env.env_vars
+
+
+def test_apply_to_config_refuses_a_conflict(make, monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    cfg = make(**{EAGER: False})
+    with pytest.raises(EnvConflictError, match="task_queue_2_with_graph_mode"):
+        apply_to_config(cfg, environ={"TASK_QUEUE_ENABLE": "2"})
+    assert (
+        "env_vars" not in cfg.ray_kwargs.ray_init.runtime_env
+        or PROFILE_ENV not in cfg.ray_kwargs.ray_init.runtime_env.env_vars
+    )
+
+
+def test_platform_serves_the_rollout_role(make, monkeypatch):
+    from verl.plugin.platform import get_platform
+
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    apply_to_config(make(**{ENGINE: "vllm", TP: 8, "ascend.env.mc2": False}), environ={})
+    env = get_platform().rollout_env_vars()
+    assert env["HCCL_OP_EXPANSION_MODE"] == "AIV" and env["CPU_AFFINITY_CONF"] == "0"
+    assert env["NCCL_CUMEM_ENABLE"] == "0"  # upstream PlatformNPU's own variables are kept
+
+
+def test_malformed_profile_env_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV, "{not json")
+    with pytest.raises(ValueError, match=PROFILE_ENV):
+        rollout_env_from_environ()

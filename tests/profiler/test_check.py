@@ -1,0 +1,146 @@
+"""The after-step check: a trace that was asked for and is not on disk is reported loudly, with the
+reason that fits the config; under strict it stops the run."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from verl.ascend.profiler.check import (
+    MissingTraceError,
+    MissingTraceWarning,
+    TraceCheck,
+    check_traces,
+    config_reasons,
+    expected_traces,
+    find_traces,
+)
+
+
+def _config(save_path, **over):
+    cfg = {
+        "global_profiler": {"tool": "torch", "steps": [2], "save_path": str(save_path)},
+        "trainer": {"nnodes": 1, "n_gpus_per_node": 2},
+        "actor_rollout_ref": {
+            "actor": {"profiler": {"enable": True, "ranks": [0], "all_ranks": False,
+                                   "tool_config": {"torch": {"discrete": True}}}},
+            "rollout": {"name": "vllm", "tensor_model_parallel_size": 1,
+                        "profiler": {"enable": True, "ranks": [0], "all_ranks": False,
+                                     "tool_config": {"torch": {"discrete": True}}}},
+        },
+    }
+    for dotted, value in over.items():
+        node = cfg
+        *parts, last = dotted.split(".")
+        for p in parts:
+            node = node[p]
+        node[last] = value
+    return cfg
+
+
+def test_missing_directory_warns_with_reason(tmp_path, capsys):
+    missing = tmp_path / "never_written"
+    with pytest.warns(MissingTraceWarning) as rec:
+        problems = check_traces(missing, 2, ["train", "rollout"], config=_config(missing))
+    assert len(problems) == 2 and len(rec) == 2
+    assert all(f"{missing} does not exist" in p for p in problems)
+    assert "the rollout trace" in problems[1] and "VLLM_TORCH_PROFILER_DIR" in problems[1]
+    err = capsys.readouterr().err
+    assert "!!!!" in err and "[verl-ascend profiler] step 2" in err
+
+
+def test_strict_raises(tmp_path):
+    with pytest.raises(MissingTraceError) as info:
+        check_traces(tmp_path / "nope", 2, ["train"], strict=True, config=_config(tmp_path / "nope"))
+    assert "the train trace that was asked for is missing" in str(info.value)
+
+
+def test_known_config_reasons(tmp_path):
+    cfg = _config(tmp_path, **{"actor_rollout_ref.rollout.profiler.tool_config.torch.discrete": False})
+    assert any("discrete is False" in r for r in config_reasons(cfg, "rollout", 2))
+    assert any("step 3 is not in global_profiler.steps" in r for r in config_reasons(cfg, "rollout", 3))
+    cfg = _config(tmp_path, **{"actor_rollout_ref.rollout.profiler.ranks": [8]})
+    assert any("map to replica(s) [8]" in r and "only 2 replica(s)" in r for r in config_reasons(cfg, "rollout", 2))
+    cfg = _config(tmp_path, **{"actor_rollout_ref.actor.profiler.ranks": [5, 6]})
+    assert any("outside the 2 training ranks" in r for r in config_reasons(cfg, "train", 2))
+    cfg = _config(tmp_path, **{"global_profiler.tool": "nsys"})
+    assert any("dropped" in r for r in config_reasons(cfg, "rollout", 2))
+    assert config_reasons(_config(tmp_path), "rollout", 2) == []
+
+
+def test_reason_reaches_the_message(tmp_path):
+    cfg = _config(tmp_path, **{"actor_rollout_ref.rollout.profiler.tool_config.torch.discrete": False})
+    with pytest.warns(MissingTraceWarning):
+        (msg,) = check_traces(tmp_path, 2, ["rollout"], config=cfg)
+    assert "nothing new under" in msg and "discrete is False" in msg
+
+
+def test_present_traces_pass(tmp_path):
+    (tmp_path / "actor_rollout_actor_update_step2_rank0_pid1_x.json.gz").write_bytes(b"x")
+    rdir = tmp_path / "agent_loop_rollout_replica_0"
+    rdir.mkdir()
+    (rdir / "host.123.pt.trace.json.gz").write_bytes(b"x")
+    assert check_traces(tmp_path, 2, ["train", "rollout"], since=time.time() - 10) == []
+
+
+def test_a_trace_of_another_step_does_not_count(tmp_path):
+    (tmp_path / "actor_rollout_actor_update_step1_rank0_pid1_x.json.gz").write_bytes(b"x")
+    assert find_traces(tmp_path, "train", step=2) == []
+    assert len(find_traces(tmp_path, "train", step=1)) == 1
+
+
+def test_old_files_do_not_count_for_a_new_step(tmp_path):
+    rdir = tmp_path / "agent_loop_rollout_replica_0"
+    rdir.mkdir()
+    old = rdir / "host.1.pt.trace.json.gz"
+    old.write_bytes(b"x")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    assert find_traces(tmp_path, "rollout", step=2, since=time.time() - 5) == []
+    assert find_traces(tmp_path, "rollout", step=2) == [old]
+
+
+def test_hook_around_steps(tmp_path):
+    cfg = _config(tmp_path)
+    cfg["profile_check"] = {"enable": True, "strict": False}
+    hook = TraceCheck.from_config(cfg)
+    assert hook.expected == ["train", "rollout"]
+    hook.before_step(1)
+    assert hook.after_step(1) == []  # not a profiled step: nothing checked
+    hook.before_step(2)
+    (tmp_path / "actor_rollout_actor_update_step2_rank0_pid1_x.json.gz").write_bytes(b"x")
+    with pytest.warns(MissingTraceWarning):
+        problems = hook.after_step(2)
+    assert len(problems) == 1 and "rollout" in problems[0]
+
+    cfg["profile_check"]["strict"] = True
+    strict = TraceCheck.from_config(cfg)
+    strict.before_step(2)
+    with pytest.raises(MissingTraceError):
+        strict.after_step(2)
+
+
+def test_hook_is_off_when_nothing_is_profiled(tmp_path):
+    assert TraceCheck.from_config(_config(tmp_path, **{"global_profiler.tool": None})) is None
+    assert TraceCheck.from_config(_config(tmp_path, **{"global_profiler.steps": None})) is None
+    cfg = _config(tmp_path)
+    cfg["profile_check"] = {"enable": False}
+    assert TraceCheck.from_config(cfg) is None
+    cfg = _config(tmp_path, **{"actor_rollout_ref.rollout.profiler.enable": False})
+    assert expected_traces(cfg) == ["train"]
+
+
+def test_continuous_steps_wait_for_the_last_one(tmp_path):
+    cfg = _config(tmp_path, **{"global_profiler.steps": [2, 3], "global_profiler.profile_continuous_steps": True})
+    hook = TraceCheck(cfg, expected=["train"])
+    hook.before_step(2)
+    assert hook.after_step(2) == []  # the shared trace is written at the end of step 3
+    hook.before_step(3)
+    (tmp_path / "actor_rollout_train_step2_rank0_pid1_x.json.gz").write_bytes(b"x")
+    assert hook.after_step(3) == []
+
+
+def test_unknown_kind_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="not known"):
+        check_traces(tmp_path, 1, ["trian"])

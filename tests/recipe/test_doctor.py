@@ -1,0 +1,454 @@
+"""verl.ascend.doctor: every rule fires on a config that has its problem and stays quiet on one that does not.
+
+The base is the recipe's NPU config composed against upstream verl 0.9.1 (once per module); each
+test changes only the keys its rule is about. The environment is always passed explicitly, so the
+machine running the tests cannot leak TASK_QUEUE_ENABLE & co. into the verdict.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from omegaconf import OmegaConf
+
+from recipe.dapo_ascend.config_utils import compose
+from verl.ascend import doctor
+from verl.ascend.doctor import rules_fsdp
+from verl.ascend.doctor.__main__ import main as doctor_cli
+
+NO_ENV: dict[str, str] = {}
+# What the CLI test clears from the real environment so the machine's shell cannot decide the verdict.
+SHELL_SWITCHES = (
+    "TASK_QUEUE_ENABLE",
+    "VLLM_ASCEND_TASK_QUEUE_ENABLE",
+    "HCCL_OP_EXPANSION_MODE",
+    "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE",
+    "VLLM_USE_V1",
+    "VERL_PLATFORM",
+    "VERL_ASCEND_DOCTOR_STRICT",
+    "VERL_ASCEND_DOCTOR_IGNORE",
+)
+
+
+@pytest.fixture(scope="module")
+def npu():
+    return compose("dapo_qwen25_32b_npu")
+
+
+def variant(base, updates: dict):
+    cfg = copy.deepcopy(base)
+    OmegaConf.set_struct(cfg, False)
+    for key, value in updates.items():
+        OmegaConf.update(cfg, key, value, force_add=True, merge=False)
+    return cfg
+
+
+def findings(cfg, environ=NO_ENV, rule=None, severity=None):
+    found = doctor.diagnose(cfg, environ)
+    return [f for f in found if (rule is None or f.rule == rule) and (severity is None or f.severity == severity)]
+
+
+def rules(cfg, environ=NO_ENV, severity=None):
+    return {f.rule for f in findings(cfg, environ, severity=severity)}
+
+
+# --- the shipped configs -------------------------------------------------------------------------
+
+
+def test_npu_config_is_accepted_with_only_notes(npu):
+    found = doctor.diagnose(npu, NO_ENV)
+    assert [f.severity for f in found] == ["info"]
+    assert found[0].rule == "context_overflow" and "skipped" in found[0].message
+    assert doctor.check(npu, strict=True, environ=NO_ENV) == found
+
+
+def test_tiny_cpu_config_is_accepted():
+    tiny = compose("dapo_tiny_cpu")
+    assert doctor.blocking(doctor.diagnose(tiny, NO_ENV), strict=False) == []
+
+
+# --- env rules, delegated to verl.ascend.env_profile ---------------------------------------------
+
+
+def test_task_queue_2_with_graph_mode(npu):
+    graph = variant(npu, {"actor_rollout_ref.rollout.enforce_eager": False})
+    hit = findings(graph, {"TASK_QUEUE_ENABLE": "2"}, rule="task_queue_2_with_graph_mode")
+    assert len(hit) == 1 and hit[0].severity == "error"
+    assert "TASK_QUEUE_ENABLE" in hit[0].keys and "enforce_eager" in hit[0].message
+    # Eager mode keeps level 2; graph mode without an explicit level gets level 1 from the profile.
+    assert "task_queue_2_with_graph_mode" not in rules(npu, {"TASK_QUEUE_ENABLE": "2"})
+    assert "task_queue_2_with_graph_mode" not in rules(graph)
+
+
+def test_aiv_with_mc2(npu):
+    both = variant(npu, {"ascend.env.aiv": True, "ascend.env.mc2": True})
+    assert "aiv_with_mc2" in rules(both, severity="error")
+    aiv_only = variant(npu, {"ascend.env.aiv": True, "ascend.env.mc2": False})
+    assert "aiv_with_mc2" not in rules(aiv_only)
+    assert "aiv_with_mc2" not in rules(npu)
+
+
+def test_mc2_needs_tp_gt_1(npu):
+    tp1 = variant(npu, {"actor_rollout_ref.rollout.tensor_model_parallel_size": 1})
+    assert "mc2_needs_tp_gt_1" in rules(tp1, severity="error")
+    assert "mc2_needs_tp_gt_1" not in rules(variant(tp1, {"ascend.env.mc2": False}))
+    assert "mc2_needs_tp_gt_1" not in rules(npu)
+
+
+def test_env_profile_warning_becomes_a_warning(npu):
+    aiv_tp4 = variant(
+        npu,
+        {"ascend.env.aiv": True, "ascend.env.mc2": False, "actor_rollout_ref.rollout.tensor_model_parallel_size": 4},
+    )
+    assert "aiv_not_at_tp_8" in rules(aiv_tp4, severity="warn")
+    assert "aiv_not_at_tp_8" not in rules(variant(aiv_tp4, {"actor_rollout_ref.rollout.tensor_model_parallel_size": 8}))
+
+
+def test_broken_env_profile_refuses_instead_of_crashing(npu, monkeypatch):
+    from verl.ascend import env_profile
+
+    def broken(config, environ=None):
+        raise RuntimeError("table unreadable")
+
+    monkeypatch.setattr(env_profile, "find_conflicts", broken)
+    hit = findings(npu, rule="env_profile_failed")
+    assert len(hit) == 1 and hit[0].severity == "error" and "table unreadable" in hit[0].message
+
+
+def test_missing_env_profile_is_a_note_not_a_crash(npu, monkeypatch):
+    import sys
+
+    import verl.ascend
+
+    assert "env_rules_unavailable" not in rules(npu)
+    monkeypatch.delattr(verl.ascend, "env_profile", raising=False)
+    monkeypatch.setitem(sys.modules, "verl.ascend.env_profile", None)  # importing it now raises ImportError
+    hit = findings(npu, rule="env_rules_unavailable")
+    assert [f.severity for f in hit] == ["info"] and "not checked" in hit[0].message
+
+
+# --- reward path: overlong shaping ---------------------------------------------------------------
+
+
+def test_legacy_reward_keys_are_refused_with_their_new_home(npu):
+    legacy = variant(
+        npu,
+        {"reward_model.reward_manager": "dapo", "reward_model.overlong_buffer": {"enable": True, "len": 4096}},
+    )
+    (hit,) = findings(legacy, rule="legacy_reward_keys_ignored")
+    assert hit.severity == "error"
+    assert "reward_model.reward_manager -> reward.reward_manager.name" in hit.message
+    assert "reward_model.overlong_buffer.len -> reward.reward_kwargs.overlong_buffer_cfg.len" in hit.message
+    assert set(hit.keys) == {
+        "reward_model.reward_manager",
+        "reward_model.overlong_buffer.enable",
+        "reward_model.overlong_buffer.len",
+    }
+    assert "legacy_reward_keys_ignored" not in rules(npu)
+
+
+@pytest.mark.parametrize(
+    ("updates", "needle"),
+    [
+        ({"reward.reward_kwargs.overlong_buffer": {"enable": True}}, "reward.reward_kwargs.{overlong_buffer}"),
+        ({"reward.reward_manager.name": "naive"}, "reward.reward_manager.name='naive'"),
+        ({"reward.reward_kwargs.overlong_buffer_cfg.length": 4096}, "length is never read"),
+        ({"reward.reward_kwargs.overlong_buffer_cfg": {"enable": True, "len": 4096}}, "penalty_factor is missing"),
+    ],
+)
+def test_overlong_keys_ignored(npu, updates, needle):
+    hit = findings(variant(npu, updates), rule="overlong_keys_ignored", severity="error")
+    assert hit and any(needle in f.message for f in hit), [f.message for f in hit]
+
+
+def test_overlong_with_custom_manager_is_a_note(npu):
+    custom = variant(npu, {"reward.reward_manager.source": "importlib", "reward.reward_manager.module.path": "m.py"})
+    assert [f.severity for f in findings(custom, rule="overlong_keys_ignored")] == ["info"]
+
+
+def test_overlong_keys_fine_when_shaping_off_or_default(npu):
+    assert "overlong_keys_ignored" not in rules(npu)
+    off_naive = variant(
+        npu, {"reward.reward_manager.name": "naive", "reward.reward_kwargs.overlong_buffer_cfg.enable": False}
+    )
+    assert "overlong_keys_ignored" not in rules(off_naive)
+
+
+@pytest.mark.parametrize(
+    "updates",
+    [
+        {"reward.reward_kwargs.overlong_buffer_cfg.len": 20480},
+        {"reward.reward_kwargs.overlong_buffer_cfg.len": 0},
+        {"data.max_response_length": 1234},
+        {"reward.reward_kwargs.max_resp_len": None},
+    ],
+)
+def test_overlong_buffer_too_long(npu, updates):
+    assert "overlong_buffer_too_long" in rules(variant(npu, updates), severity="error")
+
+
+def test_overlong_buffer_fine(npu):
+    assert "overlong_buffer_too_long" not in rules(npu)
+    short = variant(npu, {"data.max_response_length": 1234, "reward.reward_kwargs.overlong_buffer_cfg.len": 256})
+    assert "overlong_buffer_too_long" not in rules(short)
+    off = variant(npu, {"data.max_response_length": 1234, "reward.reward_kwargs.overlong_buffer_cfg.enable": False})
+    assert "overlong_buffer_too_long" not in rules(off)
+
+
+def test_overlong_max_resp_len_mismatch(npu):
+    mismatched = variant(npu, {"reward.reward_kwargs.max_resp_len": 16384})
+    assert "overlong_max_resp_len_mismatch" in rules(mismatched, severity="warn")
+    assert "overlong_max_resp_len_mismatch" not in rules(npu)  # interpolated from data.max_response_length
+
+
+# --- dynamic sampling --------------------------------------------------------------------------
+
+
+def test_dynamic_sampling_ignored_by_legacy_trainer(npu):
+    hit = findings(variant(npu, {"trainer.use_v1": False}), rule="dynamic_sampling_ignored")
+    assert [f.severity for f in hit] == ["error"]
+    legacy_off = variant(npu, {"trainer.use_v1": False, "algorithm.filter_groups.enable": False})
+    assert "dynamic_sampling_ignored" not in rules(legacy_off)
+    assert "dynamic_sampling_ignored" not in rules(npu)
+
+
+def test_dynamic_sampling_with_custom_sampler_warns(npu):
+    custom = variant(
+        npu, {"trainer.v1.sampler.custom_sampler.path": "my.py", "trainer.v1.sampler.custom_sampler.name": "Buf"}
+    )
+    assert "dynamic_sampling_ignored" in rules(custom, severity="warn")
+
+
+@pytest.mark.parametrize(
+    ("updates", "needle"),
+    [
+        ({"algorithm.filter_groups.max_num_gen_batches": 10}, "max_num_gen_batches=10"),
+        ({"data.gen_batch_size": 1536}, "data.gen_batch_size=1536"),
+        (
+            {"algorithm.filter_groups.max_inflight_gen_batches": 2, "trainer.v1.trainer_mode": "colocate_async"},
+            "colocate_async",
+        ),
+        (
+            {"algorithm.filter_groups.max_inflight_gen_batches": 2, "algorithm.filter_groups.enable": False},
+            "dynamic sampling is off",
+        ),
+    ],
+)
+def test_dynamic_sampling_knob_ignored(npu, updates, needle):
+    hit = findings(variant(npu, updates), rule="dynamic_sampling_knob_ignored", severity="warn")
+    assert any(needle in f.message for f in hit), [f.message for f in hit]
+
+
+def test_dynamic_sampling_knobs_that_act(npu):
+    acting = variant(
+        npu,
+        {
+            "algorithm.filter_groups.max_inflight_gen_batches": 2,
+            "data.gen_batch_size": 1,
+            "trainer.v1.trainer_mode": "sync",
+        },
+    )
+    assert "dynamic_sampling_knob_ignored" not in rules(acting)
+
+
+# --- FSDP switches -------------------------------------------------------------------------------
+
+
+def test_upstream_091_fsdp2_honours_forward_prefetch():
+    # Documents the installed upstream: if this turns False after a bump, the rule below starts firing.
+    assert rules_fsdp.fsdp2_forward_prefetch_supported() is True
+
+
+def test_forward_prefetch_noop(npu, monkeypatch):
+    fsdp2 = variant(npu, {"actor_rollout_ref.actor.strategy": "fsdp2"})
+    assert "forward_prefetch_noop" not in rules(fsdp2)
+    monkeypatch.setattr(rules_fsdp, "fsdp2_forward_prefetch_supported", lambda: False)
+    assert "forward_prefetch_noop" in rules(fsdp2, severity="warn")
+    assert "forward_prefetch_noop" not in rules(npu)  # FSDP1 passes it to FullyShardedDataParallel
+    off = variant(fsdp2, {"actor_rollout_ref.actor.fsdp_config.forward_prefetch": False})
+    assert "forward_prefetch_noop" not in rules(off)
+    megatron = variant(npu, {"actor_rollout_ref.actor.strategy": "megatron"})
+    assert any("never reads fsdp_config" in f.message for f in findings(megatron, rule="forward_prefetch_noop"))
+
+
+def test_fsdp_strategy_ignored(npu):
+    overwritten = variant(npu, {"actor_rollout_ref.actor.fsdp_config.strategy": "fsdp2"})
+    assert "fsdp_strategy_ignored" in rules(overwritten, severity="warn")
+    assert "fsdp_strategy_ignored" not in rules(npu)
+
+
+# --- layout ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("updates", "needle"),
+    [
+        ({"actor_rollout_ref.rollout.tensor_model_parallel_size": 3}, "does not divide the 8 cards per node"),
+        ({"actor_rollout_ref.rollout.tensor_model_parallel_size": 16}, "would span nodes"),
+        (
+            {"trainer.nnodes": 1, "actor_rollout_ref.rollout.data_parallel_size": 3},
+            "does not divide the 8 cards of the job",
+        ),
+    ],
+)
+def test_rollout_tp_layout(npu, updates, needle):
+    hit = findings(variant(npu, updates), rule="rollout_tp_layout", severity="error")
+    assert any(needle in f.message for f in hit), [f.message for f in hit]
+
+
+def test_rollout_tp_layout_fine(npu):
+    assert "rollout_tp_layout" not in rules(npu)
+    assert "rollout_tp_layout" not in rules(variant(npu, {"actor_rollout_ref.rollout.tensor_model_parallel_size": 4}))
+
+
+@pytest.mark.parametrize(("size", "severity"), [(96, "error"), (0, "error"), (256, "warn")])
+def test_fsdp_size_layout(npu, size, severity):
+    sized = variant(npu, {"actor_rollout_ref.actor.fsdp_config.fsdp_size": size})
+    assert "fsdp_size_layout" in rules(sized, severity=severity)
+
+
+@pytest.mark.parametrize("size", [128, 64, -1])
+def test_fsdp_size_layout_fine(npu, size):
+    assert "fsdp_size_layout" not in rules(variant(npu, {"actor_rollout_ref.actor.fsdp_config.fsdp_size": size}))
+
+
+def test_batch_not_divisible(npu):
+    hit = findings(variant(npu, {"data.train_batch_size": 500}), rule="batch_not_divisible", severity="error")
+    assert len(hit) == 1 and "pads the batch with 192 dummy sequences" in hit[0].message
+    odd_dp = variant(npu, {"actor_rollout_ref.actor.ppo_mini_batch_size": 1, "actor_rollout_ref.rollout.n": 5})
+    assert "batch_not_divisible" in rules(odd_dp, severity="warn")
+    assert "batch_not_divisible" not in rules(npu)
+
+
+def test_dynamic_bsz_token_budget(npu):
+    small = variant(npu, {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": 2048})
+    (hit,) = findings(small, rule="dynamic_bsz_token_budget")
+    assert hit.severity == "error" and ">= 2816" in hit.message
+    assert "dynamic_bsz_token_budget" not in rules(npu)
+    static = variant(small, {"actor_rollout_ref.actor.use_dynamic_bsz": False})
+    assert "dynamic_bsz_token_budget" not in rules(static)
+
+
+# --- profiling ---------------------------------------------------------------------------------
+
+PROFILED = {
+    "actor_rollout_ref.rollout.profiler.enable": True,
+    "global_profiler.tool": "npu",
+    "global_profiler.steps": [2],
+    "actor_rollout_ref.rollout.profiler.tool_config.npu.discrete": True,
+}
+
+
+def test_rollout_profiling_fully_configured_is_quiet(npu):
+    assert "rollout_profiler_no_output" not in rules(variant(npu, PROFILED))
+    assert "rollout_profiler_no_output" not in rules(npu)  # profiling off
+
+
+@pytest.mark.parametrize(
+    ("updates", "severity", "needle"),
+    [
+        ({"global_profiler.tool": None}, "error", "no tool is set"),
+        ({"global_profiler.tool": "nsys"}, "error", "supports only"),
+        ({"global_profiler.save_path": None}, "error", "nowhere to write"),
+        ({"global_profiler.steps": None}, "error", "no step starts the profiler"),
+        ({"actor_rollout_ref.rollout.profiler.tool_config.npu.discrete": False}, "warn", "discrete mode"),
+    ],
+)
+def test_rollout_profiler_no_output(npu, updates, severity, needle):
+    hit = findings(variant(npu, {**PROFILED, **updates}), rule="rollout_profiler_no_output", severity=severity)
+    assert any(needle in f.message for f in hit), [f.message for f in hit]
+
+
+# --- context -----------------------------------------------------------------------------------
+
+
+def _model_dir(tmp_path, **config):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return str(tmp_path)
+
+
+def test_context_overflow_against_local_model(npu, tmp_path):
+    short = variant(npu, {"actor_rollout_ref.model.path": _model_dir(tmp_path, max_position_embeddings=16384)})
+    (hit,) = findings(short, rule="context_overflow")
+    assert hit.severity == "error" and "22528 tokens exceeds the model's context of 16384" in hit.message
+
+
+def test_context_fits_local_model(npu, tmp_path):
+    ok = variant(npu, {"actor_rollout_ref.model.path": _model_dir(tmp_path, max_position_embeddings=32768)})
+    assert "context_overflow" not in rules(ok)
+    scaling = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192}
+    yarn = _model_dir(tmp_path, max_position_embeddings=16384, rope_scaling=scaling)
+    assert "context_overflow" not in rules(variant(npu, {"actor_rollout_ref.model.path": yarn}))
+
+
+def test_context_max_model_len_and_skip_note(npu):
+    capped = variant(npu, {"actor_rollout_ref.rollout.max_model_len": 8192})
+    assert "context_overflow" in rules(capped, severity="error")
+    assert [f.severity for f in findings(npu, rule="context_overflow")] == ["info"]
+
+
+# --- schema ------------------------------------------------------------------------------------
+
+
+def test_unknown_key_with_suggestion(npu):
+    typo = variant(npu, {"actor_rollout_ref.actor.fsdp_config.fsdp_sise": 128})
+    (hit,) = findings(typo, rule="unknown_key")
+    assert hit.severity == "warn" and hit.keys == ("actor_rollout_ref.actor.fsdp_config.fsdp_sise",)
+    assert "Did you mean actor_rollout_ref.actor.fsdp_config.fsdp_size" in hit.message
+
+
+def test_free_form_and_own_sections_are_not_unknown(npu):
+    fine = variant(
+        npu,
+        {
+            "actor_rollout_ref.model.override_config.attention_dropout": 0.0,
+            "ray_kwargs.ray_init.num_gpus": 8,
+            "actor_rollout_ref.rollout.engine_kwargs.vllm.swap_space": 4,
+            "reward.custom_reward_function.reward_kwargs.scale": 2,
+            "trainer.v1.dapo_ascend": {"parameter_sync_step": 1},
+            "reward.timeout": 30,
+            "tiny_dir": "/tmp/x",
+        },
+    )
+    assert "unknown_key" not in rules(fine)
+
+
+# --- API: check, strict, ignore, CLI -------------------------------------------------------------
+
+
+def test_check_raises_with_every_error_in_the_message(npu):
+    bad = variant(npu, {"trainer.use_v1": False, "actor_rollout_ref.actor.fsdp_config.fsdp_size": 96})
+    with pytest.raises(doctor.DoctorError) as err:
+        doctor.check(bad, environ=NO_ENV)
+    assert set(err.value.rules) == {"dynamic_sampling_ignored", "fsdp_size_layout"}
+    assert "dynamic_sampling_ignored" in str(err.value) and "fsdp_size_layout" in str(err.value)
+
+
+def test_strict_turns_warnings_into_refusals(npu):
+    warned = variant(npu, {"algorithm.filter_groups.max_num_gen_batches": 10})
+    warnings = [f.rule for f in doctor.check(warned, environ=NO_ENV) if f.severity == "warn"]
+    assert warnings == ["dynamic_sampling_knob_ignored"]
+    with pytest.raises(doctor.DoctorError, match="strict"):
+        doctor.check(warned, strict=True, environ=NO_ENV)
+    with pytest.raises(doctor.DoctorError):
+        doctor.check(warned, environ={"VERL_ASCEND_DOCTOR_STRICT": "1"})
+
+
+def test_ignore_downgrades_a_rule_to_a_note(npu):
+    bad = variant(npu, {"actor_rollout_ref.actor.fsdp_config.fsdp_size": 96})
+    found = doctor.check(bad, environ={"VERL_ASCEND_DOCTOR_IGNORE": "fsdp_size_layout"})
+    (note,) = [f for f in found if f.rule == "fsdp_size_layout"]
+    assert note.severity == "info" and note.message.startswith("(ignored via VERL_ASCEND_DOCTOR_IGNORE)")
+
+
+def test_cli_exit_codes(capsys, monkeypatch):
+    for var in SHELL_SWITCHES:
+        monkeypatch.delenv(var, raising=False)
+    assert doctor_cli([]) == 0
+    assert "doctor verdict: OK" in capsys.readouterr().out
+    assert doctor_cli(["trainer.use_v1=False"]) == 1
+    assert "[error] dynamic_sampling_ignored" in capsys.readouterr().out
+    assert doctor_cli(["data.max_respons_length=1"]) == 2
+    assert "data.max_respons_length" in capsys.readouterr().err

@@ -1,0 +1,53 @@
+"""Runtime-switch rules (task queue, HCCL expansion mode, mc2, graph mode): delegated, not copied.
+
+The per-role environment profile (``verl.ascend.env_profile``) owns these rules because it is the
+code that turns config and environment into the variables each process gets; a second copy here
+would drift from what actually runs. Each ``EnvConflictError`` from its ``find_conflicts`` becomes
+an error finding with the same rule id and keys; the profile's own warnings (e.g. AIV below TP 8)
+become warnings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from verl.ascend.doctor.findings import ERROR, INFO, WARN, Finding
+from verl.ascend.doctor.view import ConfigView
+
+_WARNING_ID = re.compile(r"^\[(?P<rule>[A-Za-z0-9_]+)\]\s*(?P<message>.*)$", re.S)
+
+
+def env_conflicts(view: ConfigView) -> Iterator[Finding]:
+    try:
+        from verl.ascend import env_profile
+    except ImportError as exc:
+        yield Finding(
+            "env_rules_unavailable",
+            INFO,
+            f"skipped: verl.ascend.env_profile cannot be imported ({exc}); task-queue/AIV/mc2/graph-mode "
+            "conflicts were not checked.",
+        )
+        return
+    try:
+        conflicts = env_profile.find_conflicts(view.config, view.environ)
+    except Exception as exc:  # a broken profile table must stop the run, as a finding, not a traceback
+        yield Finding(
+            "env_profile_failed",
+            ERROR,
+            f"the env profile could not be evaluated ({type(exc).__name__}: {exc}); the per-role environment "
+            "of this run is unknown. Fix verl/ascend/env_profile.yaml or the ascend.env section.",
+            ("ascend.env",),
+        )
+        return
+    for conflict in conflicts:
+        yield Finding(conflict.rule, ERROR, str(conflict), tuple(conflict.keys))
+    if conflicts:
+        return
+    for warning in env_profile.resolve_env_profile(view.config, view.environ).warnings:
+        match = _WARNING_ID.match(warning)
+        rule, message = (match["rule"], match["message"]) if match else ("env_profile_warning", warning)
+        yield Finding(rule, WARN, message)
+
+
+RULES = (env_conflicts,)

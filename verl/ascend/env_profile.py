@@ -1,0 +1,497 @@
+"""Resolve the NPU runtime-environment profile of a job, check its conflicts, deliver it.
+
+The table lives in ``env_profile.yaml`` (next to this file): for each variable, the roles
+that need it, the values it accepts, and an ordered ``choose`` list of (condition on the
+config, value, reason). This module only evaluates that table:
+
+- :func:`resolve_env_profile` -> :class:`EnvProfile` (raises :class:`EnvConflictError` on the
+  first violated rule); :func:`find_conflicts` returns them all;
+- :func:`apply_to_config` resolves and writes the result into the config so that it reaches
+  every process: the ``train`` role into ``ray_kwargs.ray_init.runtime_env.env_vars`` (the
+  job's runtime_env, inherited by every Ray actor), and the whole profile as JSON in
+  ``VERL_ASCEND_ENV_PROFILE``, from which the Ascend platform's ``rollout_env_vars()`` serves
+  the ``rollout`` role to every rollout server actor and thus to the vLLM processes it spawns.
+
+Precedence: ``ascend.env.overrides.VAR`` > ``ray_kwargs.ray_init.runtime_env.env_vars.VAR`` >
+the launching shell's ``VAR`` > the table. An explicit value wins unless it breaks a
+conflict rule, which is an error naming both switches and the rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from verl.ascend.ops.switches import FusedOpSwitches, parse_bool
+
+TABLE_PATH = Path(__file__).with_name("env_profile.yaml")
+DEFAULTS_PATH = Path(__file__).parent / "config" / "ascend.yaml"
+PROFILE_ENV = "VERL_ASCEND_ENV_PROFILE"
+ROLES = ("train", "rollout")
+KNOBS = ("mc2", "aiv", "vllm_v1")
+RAY_ENV_KEY = "ray_kwargs.ray_init.runtime_env.env_vars"
+
+__all__ = [
+    "EnvConflictError",
+    "EnvProfile",
+    "EnvSetting",
+    "apply_to_config",
+    "ascend_settings",
+    "evaluate_env_profile",
+    "find_conflicts",
+    "resolve_env_profile",
+    "rollout_env_from_environ",
+]
+
+
+class EnvConflictError(ValueError):
+    """A violated rule of the env profile: a conflict between switches, or a value not accepted.
+
+    ``rule`` is a short stable id (``task_queue_2_with_graph_mode``, ``aiv_with_mc2``,
+    ``mc2_needs_tp_gt_1``, ``chunked_prefill_needs_v1``, ``device_npu_platform_mismatch``,
+    ``invalid_value``); ``keys`` are the switches involved (env var names and/or config keys).
+    """
+
+    def __init__(self, rule: str, keys: tuple[str, ...] | list[str], message: str):
+        self.rule = rule
+        self.keys = tuple(keys)
+        super().__init__(f"[{rule}] {' + '.join(self.keys)}: {message}")
+
+
+@dataclass(frozen=True)
+class EnvSetting:
+    """One resolved variable for one role, and why it has that value."""
+
+    name: str
+    value: str
+    role: str
+    reason: str
+    source: str  # table | override | ray_kwargs | environ | <VAR> (rollout override)
+
+
+@dataclass
+class EnvProfile:
+    """The resolved profile: per role (``train``, ``rollout``) the variables set and why.
+
+    - ``settings[role][VAR]`` -> :class:`EnvSetting` (only variables that are set);
+    - :meth:`env` / :meth:`effective`: plain ``{VAR: value}`` of a role (``effective`` adds
+      what a rollout process inherits from the job-wide train values);
+    - :meth:`reason`; :meth:`lines` (the CLI's output); ``warnings`` (not errors);
+    - :meth:`job_env_vars` / :meth:`rollout_env_vars`: what is delivered where.
+    """
+
+    settings: dict[str, dict[str, EnvSetting]] = field(default_factory=lambda: {r: {} for r in ROLES})
+    warnings: list[str] = field(default_factory=list)
+
+    def env(self, role: str) -> dict[str, str]:
+        return {k: s.value for k, s in self.settings[role].items()}
+
+    def effective(self, role: str) -> dict[str, str]:
+        if role == "rollout":
+            return {**self.env("train"), **self.env("rollout")}
+        return self.env(role)
+
+    def reason(self, name: str, role: str = "train") -> str | None:
+        setting = self.settings[role].get(name)
+        return setting.reason if setting else None
+
+    def job_env_vars(self) -> dict[str, str]:
+        """The ``train`` role: goes into the job's Ray runtime_env (every actor)."""
+        return self.env("train")
+
+    def rollout_env_vars(self) -> dict[str, str]:
+        """The ``rollout`` role: goes into each rollout server actor's runtime_env."""
+        return self.env("rollout")
+
+    def to_json(self, applied: list[str] | None = None) -> str:
+        data = {"version": 1, **{role: self.env(role) for role in ROLES}}
+        if applied is not None:
+            data["applied"] = sorted(applied)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "settings": {role: {k: asdict(s) for k, s in self.settings[role].items()} for role in ROLES},
+            "warnings": list(self.warnings),
+        }
+
+    def lines(self) -> list[str]:
+        """``VAR=value  # [roles] reason``: one line per variable, two if the roles differ."""
+        out = []
+        names = list(dict.fromkeys([*self.settings["train"], *self.settings["rollout"]]))
+        order = {v["name"]: i for i, v in enumerate(load_table()["variables"])}
+        names.sort(key=lambda n: order.get(n, len(order)))
+        for name in names:
+            per_role = {role: self.settings[role][name] for role in ROLES if name in self.settings[role]}
+            values = {s.value for s in per_role.values()}
+            reasons = {s.reason for s in per_role.values()}
+            if len(values) == 1 and len(reasons) == 1:
+                setting = next(iter(per_role.values()))
+                out.append(f"{name}={shlex.quote(setting.value)}  # [{', '.join(per_role)}] {setting.reason}")
+            else:
+                for role, setting in per_role.items():
+                    out.append(f"{name}={shlex.quote(setting.value)}  # [{role}] {setting.reason}")
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# The table and the `ascend:` section
+
+
+@functools.cache
+def load_table() -> dict:
+    """Parse and sanity-check ``env_profile.yaml`` (once per process)."""
+    with open(TABLE_PATH) as f:
+        table = yaml.safe_load(f)
+    names = [v["name"] for v in table["variables"]]
+    if len(names) != len(set(names)):
+        raise ValueError(f"{TABLE_PATH}: duplicate variable names")
+    for var in table["variables"]:
+        bad = set(var["roles"]) - set(ROLES)
+        if bad:
+            raise ValueError(f"{TABLE_PATH}: {var['name']}: unknown role(s) {sorted(bad)}; roles are {ROLES}")
+    return table
+
+
+def table_variables() -> dict[str, dict]:
+    return {v["name"]: v for v in load_table()["variables"]}
+
+
+@functools.cache
+def _defaults() -> dict:
+    with open(DEFAULTS_PATH) as f:
+        return yaml.safe_load(f)["ascend"]
+
+
+def _parse_knob(raw: Any, key: str, errors: list[EnvConflictError]) -> str | bool:
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return "auto"
+    try:
+        return parse_bool(raw, key)
+    except ValueError:
+        errors.append(
+            EnvConflictError("invalid_value", (key,), f"{raw!r} is not accepted; accepted: auto, true, false")
+        )
+        return "auto"
+
+
+def ascend_settings(config: DictConfig | Mapping | None, errors: list[EnvConflictError] | None = None) -> dict:
+    """The ``ascend:`` section merged over its defaults, checked (problems appended to ``errors``)."""
+    errors = errors if errors is not None else []
+    defaults = _defaults()
+    raw = (
+        OmegaConf.select(config, "ascend", default=None)
+        if isinstance(config, DictConfig)
+        else (config or {}).get("ascend")
+    )
+    user = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw or {})
+    for key in sorted(set(user) - set(defaults)):
+        errors.append(
+            EnvConflictError("invalid_value", (f"ascend.{key}",), f"unknown key; accepted: {', '.join(defaults)}")
+        )
+    env_user = dict(user.get("env") or {})
+    for key in sorted(set(env_user) - set(defaults["env"])):
+        errors.append(
+            EnvConflictError(
+                "invalid_value", (f"ascend.env.{key}",), f"unknown key; accepted: {', '.join(defaults['env'])}"
+            )
+        )
+    fused = {**defaults["fused_ops"], **dict(user.get("fused_ops") or {})}
+    try:
+        switches = FusedOpSwitches.from_config(fused)
+    except ValueError as e:
+        errors.append(EnvConflictError("invalid_value", ("ascend.fused_ops",), str(e)))
+        switches = FusedOpSwitches()
+    knobs = {k: _parse_knob(env_user.get(k, defaults["env"][k]), f"ascend.env.{k}", errors) for k in KNOBS}
+    overrides = env_user.get("overrides") or {}
+    if not isinstance(overrides, Mapping):
+        errors.append(EnvConflictError("invalid_value", ("ascend.env.overrides",), "must be a mapping VAR: value"))
+        overrides = {}
+    return {"fused_ops": switches, "knobs": knobs, "overrides": {str(k): v for k, v in overrides.items()}}
+
+
+# --------------------------------------------------------------------------------------------
+# Facts and conditions
+
+
+def _select(config, key: str, default=None):
+    if isinstance(config, DictConfig):
+        return OmegaConf.select(config, key, default=default, throw_on_missing=False)
+    node = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def config_facts(config, settings: dict) -> dict[str, Any]:
+    enforce_eager = _select(config, "actor_rollout_ref.rollout.enforce_eager", False)
+    tp = _select(config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
+    facts = {
+        "trainer.device": _select(config, "trainer.device"),
+        "rollout.engine": _select(config, "actor_rollout_ref.rollout.name"),
+        "rollout.graph_mode": not bool(enforce_eager),
+        "rollout.tp": int(tp) if tp is not None else 1,
+        "rollout.chunked_prefill": bool(_select(config, "actor_rollout_ref.rollout.enable_chunked_prefill", False)),
+        "mc2": False,
+    }
+    switches: FusedOpSwitches = settings["fused_ops"]
+    facts["knob.fused_ops.enable"] = switches.enable
+    for op in ("rms_norm", "swiglu", "rotary_mul"):
+        facts[f"knob.fused_ops.{op}"] = switches.is_on(op)
+    for knob, value in settings["knobs"].items():
+        facts[f"knob.{knob}"] = value
+    return facts
+
+
+def _equal(actual, expected) -> bool:
+    if isinstance(actual, str) and isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        return actual == str(expected)
+    return actual == expected
+
+
+def holds(condition: Mapping | None, facts: Mapping[str, Any]) -> bool:
+    """Whether every ``fact: expectation`` of a table condition holds."""
+    for key, expected in (condition or {}).items():
+        actual = facts.get(key)
+        if isinstance(expected, Mapping):
+            ((op, arg),) = expected.items()
+            if op == "in":
+                ok = any(_equal(actual, a) for a in arg)
+            elif op == "not_in":
+                ok = not any(_equal(actual, a) for a in arg)
+            elif op == "ne":
+                ok = actual is not None and not _equal(actual, arg)
+            elif op == "gt":
+                ok = actual is not None and actual > arg
+            elif op == "lt":
+                ok = actual is not None and actual < arg
+            else:
+                raise ValueError(f"{TABLE_PATH}: unknown condition operator {op!r} for {key}")
+        else:
+            ok = _equal(actual, expected)
+        if not ok:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Resolution
+
+
+def _normalise(var: dict, raw: Any, source_key: str, errors: list[EnvConflictError]) -> str | None:
+    """Check an explicit value against the table; ``None`` (plus an error) if not accepted."""
+    name = var["name"]
+    if var.get("type") == "bool":
+        try:
+            return "1" if parse_bool(raw, source_key) else "0"
+        except ValueError:
+            errors.append(
+                EnvConflictError("invalid_value", (name, source_key), f"{raw!r} is not accepted; accepted: 1, 0")
+            )
+            return None
+    value = ("1" if raw else "0") if isinstance(raw, bool) else str(raw)
+    allowed = var.get("allowed")
+    if allowed is not None and value not in [str(a) for a in allowed]:
+        errors.append(
+            EnvConflictError(
+                "invalid_value",
+                (name, source_key),
+                f"{value!r} is not accepted; accepted: {', '.join(map(str, allowed))}",
+            )
+        )
+        return None
+    pattern = var.get("pattern")
+    if pattern is not None and not re.fullmatch(pattern, value):
+        errors.append(
+            EnvConflictError("invalid_value", (name, source_key), f"{value!r} is not accepted; must match {pattern}")
+        )
+        return None
+    return value
+
+
+def _explicit_values(config, environ: Mapping[str, str], settings: dict) -> dict[str, tuple[Any, str, str, bool]]:
+    """VAR -> (raw value, source kind, source key, scoped to the table's roles)."""
+    known = table_variables()
+    found: dict[str, tuple[Any, str, str, bool]] = {}
+    for name in known:
+        if name in environ and str(environ[name]) != "":
+            found[name] = (environ[name], "environ", "environment", False)
+    ray_env = _select(config, RAY_ENV_KEY)
+    if ray_env is not None:
+        ray_env = OmegaConf.to_container(ray_env, resolve=True) if isinstance(ray_env, DictConfig) else dict(ray_env)
+        applied = set()
+        if PROFILE_ENV in ray_env:  # written by an earlier apply_to_config: those keys are ours, not the user's
+            applied = set(json.loads(ray_env[PROFILE_ENV]).get("applied", []))
+        for name, value in ray_env.items():
+            if name in known and name not in applied:
+                found[name] = (value, "ray_kwargs", f"{RAY_ENV_KEY}.{name}", False)
+    for name, value in settings["overrides"].items():
+        found[name] = (value, "override", f"ascend.env.overrides.{name}", True)
+    return found
+
+
+def _update_env_facts(facts: dict, profile: EnvProfile, name: str) -> None:
+    for role in ROLES:
+        facts[f"env.{role}.{name}"] = profile.effective(role).get(name)
+    setting = profile.settings["rollout"].get(name) or profile.settings["train"].get(name)
+    facts[f"source.{name}"] = setting.source if setting else None
+    facts["mc2"] = profile.effective("rollout").get("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE") == "1"
+
+
+def _choose(var: dict, facts: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]] | None:
+    for entry in var.get("choose", []):
+        if not holds(entry.get("when"), facts):
+            continue
+        if "value_from" in entry:
+            value = facts[entry["value_from"]]
+            value = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        else:
+            value = entry.get("value")
+        if value is None:
+            return None
+        per_role = (
+            {str(r): str(v) for r, v in value.items()}
+            if isinstance(value, Mapping)
+            else {role: str(value) for role in var["roles"]}
+        )
+        reason = entry["reason"]
+        reasons = {role: reason[role] if isinstance(reason, Mapping) else reason for role in per_role}
+        return per_role, reasons
+    return None
+
+
+def _conflict_message(item: dict, profile: EnvProfile) -> str:
+    details = []
+    for key in item["keys"]:
+        for role in ROLES:
+            setting = profile.settings[role].get(key)
+            if setting is not None and setting.source != "table":
+                details.append(f"{key}={setting.value} ({setting.reason})")
+                break
+    suffix = f" [explicit: {'; '.join(details)}]" if details else ""
+    return item["rule"] + suffix
+
+
+def evaluate_env_profile(config, environ: Mapping[str, str] | None = None) -> tuple[EnvProfile, list[EnvConflictError]]:
+    """The profile and every violated rule, without raising (used by the CLI)."""
+    environ = os.environ if environ is None else environ
+    errors: list[EnvConflictError] = []
+    settings = ascend_settings(config, errors)
+    facts = config_facts(config, settings)
+    explicit = _explicit_values(config, environ, settings)
+    profile = EnvProfile()
+    variables = table_variables()
+    for name, var in variables.items():
+        if name in explicit:
+            raw, kind, key, scoped = explicit[name]
+            value = _normalise(var, raw, key, errors)
+            if value is not None:
+                for role in var["roles"] if scoped else ROLES:
+                    profile.settings[role][name] = EnvSetting(name, value, role, f"set explicitly: {key}", kind)
+        else:
+            chosen = _choose(var, facts)
+            if chosen is not None:
+                per_role, reasons = chosen
+                for role, value in per_role.items():
+                    profile.settings[role][name] = EnvSetting(name, value, role, reasons[role], "table")
+        override = var.get("rollout_override")
+        if override and override in profile.effective("rollout"):
+            value = profile.effective("rollout")[override]
+            profile.settings["rollout"][name] = EnvSetting(
+                name, value, "rollout", f"{override}={value}: upstream verl's rollout-only value of {name}", override
+            )
+        _update_env_facts(facts, profile, name)
+    for name, (raw, _kind, key, _scoped) in explicit.items():
+        if name not in variables:  # not in the table: passed through, unchecked
+            value = ("1" if raw else "0") if isinstance(raw, bool) else str(raw)
+            for role in ROLES:
+                profile.settings[role][name] = EnvSetting(
+                    name, value, role, f"set explicitly: {key} (not in the profile table, not checked)", "override"
+                )
+    table = load_table()
+    for item in table.get("conflicts", []):
+        if holds(item["when"], facts):
+            errors.append(EnvConflictError(item["id"], item["keys"], _conflict_message(item, profile)))
+    for item in table.get("warnings", []):
+        if holds(item["when"], facts):
+            profile.warnings.append(f"[{item['id']}] {item['message']}")
+    return profile, errors
+
+
+def find_conflicts(config, environ: Mapping[str, str] | None = None) -> list[EnvConflictError]:
+    """Every violated rule for this config and environment (empty list: none)."""
+    return evaluate_env_profile(config, environ)[1]
+
+
+def resolve_env_profile(config, environ: Mapping[str, str] | None = None) -> EnvProfile:
+    """The profile for this config; raises :class:`EnvConflictError` on the first violated rule."""
+    profile, errors = evaluate_env_profile(config, environ)
+    if errors:
+        raise errors[0]
+    return profile
+
+
+# --------------------------------------------------------------------------------------------
+# Delivery
+
+
+def apply_to_config(config: DictConfig, environ: Mapping[str, str] | None = None) -> EnvProfile:
+    """Resolve the profile and put it where every process will see it; call before ``ray.init``.
+
+    Writes the ``train`` role into ``ray_kwargs.ray_init.runtime_env.env_vars`` (keys the user
+    set there are kept: they were explicit inputs) plus ``VERL_ASCEND_ENV_PROFILE`` (the JSON
+    the Ascend platform's ``rollout_env_vars()`` reads in whichever process launches rollout
+    servers); sets ``VERL_ASCEND_ENV_PROFILE`` in this process too. Idempotent.
+    """
+    profile = resolve_env_profile(config, environ)
+    with open_dict(config):
+        if _select(config, "ray_kwargs.ray_init.runtime_env") is None:
+            OmegaConf.update(config, "ray_kwargs.ray_init.runtime_env", {}, force_add=True)
+        if _select(config, RAY_ENV_KEY) is None:
+            OmegaConf.update(config, RAY_ENV_KEY, {}, force_add=True)
+        env_vars = OmegaConf.select(config, RAY_ENV_KEY)
+        previous = set()
+        if PROFILE_ENV in env_vars:
+            previous = set(json.loads(env_vars[PROFILE_ENV]).get("applied", []))
+        applied = []
+        for name, value in profile.job_env_vars().items():
+            if name not in env_vars or name in previous:
+                env_vars[name] = value
+                applied.append(name)
+        env_vars[PROFILE_ENV] = profile.to_json(applied)
+    os.environ[PROFILE_ENV] = profile.to_json(applied)
+    return profile
+
+
+def profile_from_environ(environ: Mapping[str, str] | None = None) -> dict | None:
+    """The profile JSON this process received (``None`` when no profile was applied)."""
+    raw = (os.environ if environ is None else environ).get(PROFILE_ENV)
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{PROFILE_ENV} is not valid JSON ({e}); it is written by verl.ascend.env_profile.apply_to_config"
+        ) from e
+    if not isinstance(data, dict) or data.get("version") != 1:
+        raise ValueError(f"{PROFILE_ENV}: unsupported profile format {str(data)[:80]!r}; expected version 1")
+    return data
+
+
+def rollout_env_from_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``rollout`` role of the profile this process received ({} without a profile)."""
+    data = profile_from_environ(environ)
+    return dict(data.get("rollout", {})) if data else {}

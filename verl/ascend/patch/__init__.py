@@ -1,0 +1,186 @@
+"""THE index of every runtime patch this project applies to someone else's code.
+
+Upstream verl, transformers and vLLM are pinned dependencies; where a seam is missing we
+patch at run time, and every such patch is listed here -- nowhere else -- with its target,
+why it exists, how it is switched on, the upstream change that would make it unnecessary,
+when to remove it, and the test that fails when its target changes
+(``tests/npu/test_patch_index.py`` checks source fingerprints of every target against the
+``fingerprints`` recorded below; a mismatch means: re-read the new upstream code, re-verify
+the patch, then update the fingerprint).
+
+Extension points that upstream offers for this purpose (platform registry, engine and
+rollout registries, entry points) are not patches and are not listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RuntimePatch:
+    id: str
+    target: str  # what is replaced or re-ordered, with the pinned version it was written against
+    why: str
+    switched_on: str
+    upstream_fix: str  # the upstream change that would make the patch unnecessary
+    remove_when: str
+    test: str  # pytest node id(s) that fail when the target changes
+    code: str  # where the patch lives in this project
+    fingerprints: dict[str, str] = field(default_factory=dict)  # "module:qualname" -> sha256[:16] of its source
+
+
+PATCHES: tuple[RuntimePatch, ...] = (
+    RuntimePatch(
+        id="fsdp_npu_patch_hook",
+        target="verl.workers.engine.fsdp.utils.apply_npu_fsdp_patches (verl==0.9.1)",
+        why=(
+            "Upstream's hook patches every Qwen architecture at once when is_npu_available, with no per-op "
+            "switch and no Llama. On the Ascend platform it is rerouted to verl.ascend.ops.apply_fused_ops for "
+            "the model being built (per-op switches, Llama, a log of what was patched, one warning for "
+            "uncovered models); other architectures still get upstream's per-model patch. Other platforms "
+            "call upstream's original."
+        ),
+        switched_on=(
+            "Armed by the verl.plugins entry point in every process; applied when upstream imports "
+            "verl.workers.engine.fsdp.utils; acts only when the current platform is AscendPlatform."
+        ),
+        upstream_fix=(
+            "None filed yet: a verl PR giving verl/models/transformers/npu_patch.py per-op switches, Llama and a "
+            "model_type argument (same path upstream) would make it unnecessary."
+        ),
+        remove_when="upstream's npu_patch has per-op switches and Llama coverage.",
+        test="tests/npu/test_patch_index.py::test_fingerprints[fsdp_npu_patch_hook]",
+        code="verl/ascend/patch/fsdp_engine.py",
+        fingerprints={
+            "verl.workers.engine.fsdp.utils:apply_npu_fsdp_patches": "d4b53f1c8e480862",
+            "verl.workers.engine.fsdp.transformer_impl:FSDPEngine.__init__": "ca413d77abfcefcb",
+        },
+    ),
+    RuntimePatch(
+        id="transformers_qwen2_fused_ops",
+        target=(
+            "transformers.models.qwen2.modeling_qwen2: Qwen2RMSNorm.forward, Qwen2MLP.forward, "
+            "apply_rotary_pos_emb (transformers 5.10.x)"
+        ),
+        why=(
+            "Fused torch_npu kernels for RMSNorm, SwiGLU and rotary embedding (+8% end to end in the source "
+            "article); same maths, one rounding instead of several."
+        ),
+        switched_on=(
+            "On the Ascend platform when a worker builds a qwen2 model; per op: ascend.fused_ops.{enable,rms_norm,"
+            "swiglu,rotary_mul} / VERL_ASCEND_FUSED_{OPS,RMS_NORM,SWIGLU,ROTARY_MUL}."
+        ),
+        upstream_fix=(
+            "transformers' hub-kernel hooks (use_kernel_forward_from_hub('RMSNorm'), use_kernel_func_from_hub("
+            "'rotary_pos_emb')) have no NPU kernels in 5.10; NPU kernels registered there would replace this."
+        ),
+        remove_when="transformers dispatches these layers to torch_npu kernels itself.",
+        test="tests/npu/test_patch_index.py::test_fingerprints[transformers_qwen2_fused_ops]",
+        code="verl/ascend/ops/ (targets.py row 'qwen2')",
+        fingerprints={
+            "transformers.models.qwen2.modeling_qwen2:Qwen2RMSNorm.forward": "d676bfe9af0e524d",
+            "transformers.models.qwen2.modeling_qwen2:Qwen2MLP.forward": "b4e9c2637c7f1172",
+            "transformers.models.qwen2.modeling_qwen2:apply_rotary_pos_emb": "e2975ea7060de677",
+            "transformers.models.qwen2.modeling_qwen2:Qwen2Attention.forward": "4015c9477db5adb7",
+        },
+    ),
+    RuntimePatch(
+        id="transformers_llama_fused_ops",
+        target=(
+            "transformers.models.llama.modeling_llama: LlamaRMSNorm.forward, LlamaMLP.forward, "
+            "apply_rotary_pos_emb (transformers 5.10.x)"
+        ),
+        why="As for qwen2; upstream verl's npu_patch has no Llama coverage at all.",
+        switched_on="As for qwen2, when a worker builds a llama model.",
+        upstream_fix="As for qwen2.",
+        remove_when="As for qwen2.",
+        test="tests/npu/test_patch_index.py::test_fingerprints[transformers_llama_fused_ops]",
+        code="verl/ascend/ops/ (targets.py row 'llama')",
+        fingerprints={
+            "transformers.models.llama.modeling_llama:LlamaRMSNorm.forward": "d676bfe9af0e524d",
+            "transformers.models.llama.modeling_llama:LlamaMLP.forward": "b4e9c2637c7f1172",
+            "transformers.models.llama.modeling_llama:apply_rotary_pos_emb": "e2975ea7060de677",
+            "transformers.models.llama.modeling_llama:LlamaAttention.forward": "c0fd8e0b732ba611",
+        },
+    ),
+    RuntimePatch(
+        id="emulator_npu_flag",
+        target="verl.utils.device.is_npu_available and verl.is_npu_available (module-level bools, verl==0.9.1)",
+        why=(
+            "verl/__init__ computes is_npu_available before it loads plugins, so under the CPU emulator the flag "
+            "would say 'no NPU' while the platform says 'huawei'. Set to True while the emulator is installed."
+        ),
+        switched_on="Only with VERL_ASCEND_NPU_EMULATOR=1 and no real torch_npu (tests); never on real NPUs.",
+        upstream_fix=(
+            "None filed yet: evaluating is_npu_available lazily (after verl.plugins load) in verl.utils.device."
+        ),
+        remove_when="upstream computes the flag after plugins load, or through the platform.",
+        test="tests/npu/test_patch_index.py::test_emulator_flag_target_unchanged",
+        code="verl/ascend/patch/emulator_flags.py",
+        fingerprints={"verl.utils.device:is_torch_npu_available": "e198a3436c4cf595"},
+    ),
+    RuntimePatch(
+        id="vllm_ascend_worker_patch_order",
+        target=(
+            "import order of vllm_ascend.patch.worker vs vllm.model_executor.models.* in every vLLM process "
+            "(vllm-ascend 0.10.0rc1 to 0.11.x)"
+        ),
+        why=(
+            "Those versions rebind module-level names when vllm_ascend.patch.worker is imported: 0.10.0rc1/0.10.1rc1 "
+            "RowParallelLinear -> the mc2 class (reading VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE then), 0.11.x "
+            "Qwen3-Next's fla kernels. A model module imported earlier keeps the originals (mc2 silently lost). "
+            "The hook imports the worker patches right before the first model module, after checking the "
+            "rollout env profile."
+        ),
+        switched_on=(
+            "vllm.general_plugins entry point verl_ascend_import_order, in every vLLM process; acts only on the "
+            "NPU platform with vllm-ascend in [0.10.0rc1, 0.12.0rc1); VERL_ASCEND_VLLM_IMPORT_ORDER=0 disables, "
+            "=1 forces."
+        ),
+        upstream_fix=(
+            "vllm-ascend PR #2167 (commit 5a71815, v0.10.2rc1: mc2 chosen when AscendRowParallelLinear is "
+            "constructed) and PR #4354 (commit 463910e, v0.12.0rc1: Qwen3-Next kernels looked up at call time)."
+        ),
+        remove_when="the oldest vllm-ascend we support is >= 0.12.0rc1 (requirements/npu.txt already is).",
+        test="tests/npu/test_vllm_import_order.py",
+        code="verl/ascend/vllm_plugin.py",
+    ),
+    RuntimePatch(
+        id="cpu_process_group_backend",
+        target="verl.utils.distributed.initialize_global_process_group_ray (verl==0.9.1)",
+        why=(
+            "It builds the backend string f'cpu:gloo,{device}:{backend}', which is 'cpu:gloo,cpu:gloo' on the CPU "
+            "platform (and under the NPU emulator) and makes torch.distributed raise 'Duplicate device type cpu'."
+        ),
+        switched_on="CPU backend plugin (verl.cpu.patches); acts only when the platform's device_name is 'cpu'.",
+        upstream_fix="None filed yet: skip the device entry in utils/distributed.py when the device is 'cpu'.",
+        remove_when="upstream builds the backend string without duplicating 'cpu'.",
+        test="tests/cpu/test_patches.py",
+        code="verl/cpu/patches.py (owned by the CPU backend)",
+    ),
+)
+
+PATCHES_BY_ID = {p.id: p for p in PATCHES}
+
+
+def install_lazy_patches() -> None:
+    """Arm the patches that wait for their target's import (called by the verl plugin)."""
+    from verl.ascend.patch import fsdp_engine
+
+    fsdp_engine.install()
+
+
+def source_fingerprint(spec: str) -> str:
+    """sha256[:16] of the dedented source of ``"module:qualname"`` (unwrapping our own wrappers)."""
+    import hashlib
+    import importlib
+    import inspect
+    import textwrap
+
+    module_name, qualname = spec.split(":", 1)
+    obj = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    source = textwrap.dedent(inspect.getsource(inspect.unwrap(obj)))
+    return hashlib.sha256(source.encode()).hexdigest()[:16]

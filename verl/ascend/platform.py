@@ -1,0 +1,90 @@
+"""The Ascend NPU platform, registered under upstream's name ``huawei``.
+
+Subclasses upstream's ``PlatformNPU`` and re-registers the name, so every lookup that
+resolves ``huawei`` -- auto-detection (torch_npu importable), ``VERL_PLATFORM=huawei``, which
+the env profile sets for ``trainer.device=npu`` -- gets this class, in the driver and in
+every Ray worker (the ``verl.plugins`` entry point runs at each ``import verl``).
+
+What it adds to upstream's platform:
+- ``rollout_env_vars()``: upstream's variables plus the rollout role of the resolved env
+  profile (``VERL_ASCEND_ENV_PROFILE``), which upstream passes into the runtime_env of every
+  rollout server actor, hence into every vLLM process it spawns;
+- ``apply_model_patches(model_type)``: the fused-op patches (:mod:`verl.ascend.ops`);
+- under the CPU emulator (:mod:`verl.ascend.emulator`): tensors stay on the CPU
+  (``device_name == "cpu"``, collectives over ``gloo``) while vendor, Ray resource (``NPU``),
+  visible-devices variable and env handling stay the NPU's.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+
+import torch
+from verl.plugin.platform import PlatformRegistry
+from verl.plugin.platform.platform_npu import PlatformNPU
+
+from verl.ascend import emulator
+
+logger = logging.getLogger(__name__)
+
+PLATFORM_NAME = "huawei"
+
+
+def _missing_torch_npu() -> RuntimeError:
+    return RuntimeError(
+        "The Ascend platform (VERL_PLATFORM=huawei / trainer.device=npu) is selected but torch_npu is not "
+        "importable in this process. Install the NPU stack (requirements/npu.txt) on this host, or set "
+        "VERL_ASCEND_NPU_EMULATOR=1 to emulate an NPU on the CPU (tests only)."
+    )
+
+
+@PlatformRegistry.register(platform=PLATFORM_NAME)
+class AscendPlatform(PlatformNPU):
+    """verl's ``huawei`` platform with verl-ascend's env profile, fused ops and CPU emulator."""
+
+    @property
+    def emulated(self) -> bool:
+        return emulator.active()
+
+    @property
+    def device_name(self) -> str:
+        return "cpu" if self.emulated else "npu"
+
+    @property
+    def device_module(self) -> ModuleType:
+        if not hasattr(torch, "npu"):
+            raise _missing_torch_npu()
+        return torch.npu
+
+    def is_available(self) -> bool:
+        if self.emulated:
+            return True
+        return hasattr(torch, "npu") and torch.npu.is_available()
+
+    def is_platform_available(self, use_smi_check: bool = False) -> bool:
+        if self.emulated:
+            return True
+        return super().is_platform_available(use_smi_check=use_smi_check)
+
+    def current_device(self):
+        # upstream uses it as a torch device (``.to(get_device_id())``): on the emulator that is the CPU
+        return "cpu" if self.emulated else self.device_module.current_device()
+
+    def communication_backend_name(self) -> str:
+        return "gloo" if self.emulated else super().communication_backend_name()
+
+    def is_ipc_supported(self) -> bool:
+        return False if self.emulated else super().is_ipc_supported()
+
+    def rollout_env_vars(self) -> dict[str, str]:
+        from verl.ascend.env_profile import rollout_env_from_environ
+
+        env = super().rollout_env_vars()
+        env.update(rollout_env_from_environ())
+        return env
+
+    def apply_model_patches(self, model_type: str) -> None:
+        from verl.ascend.ops import apply_fused_ops
+
+        apply_fused_ops(model_type)

@@ -1,0 +1,297 @@
+"""After a profiled step: is every trace that was asked for on disk? If not, say so loudly, and why.
+
+Why: in upstream verl a profiling request that cannot be honoured produces nothing, silently -- the
+rollout server profiles only in discrete mode, vLLM skips ``start_profile`` when it was given no
+profiler directory (upstream #4206, RFC #4207), ranks outside the world or steps outside
+``global_profiler.steps`` record nothing. A user finds out hours later, with an empty directory.
+This check runs in the driver after each profiled step, looks at ``global_profiler.save_path``, and
+for each missing kind of trace prints a banner with the reasons that fit the config -- a warning by
+default, :class:`MissingTraceError` under ``profile_check.strict=True``.
+
+Use from a trainer (see ``docs/ascend_tutorial/profiling.md``)::
+
+    hook = TraceCheck.from_config(config)      # None when profiling is off or the check disabled
+    hook.before_step(step)                     # records the time; traces must be newer
+    ...run the step...
+    hook.after_step(step)                      # -> list of problems; warns or raises
+
+or directly: ``check_traces(save_path, step, ["train", "rollout"], strict=False, config=config)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("train", "rollout")
+ROLLOUT_TOOLS = ("torch", "npu")
+_ROLLOUT_DIR = re.compile(r"(agent_loop_rollout_replica_\d+|rollout-replica\d+|rollout_replica_?\d+)", re.IGNORECASE)
+_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".db", ".csv", ".nsys-rep", ".pickle")
+_REPORT_DIR = "profile_report"
+_SLACK_S = 2.0  # file system timestamps vs the driver's clock
+
+
+class MissingTraceError(RuntimeError):
+    """A trace asked for by the run's profiler config was not written (profile_check.strict=True)."""
+
+
+class MissingTraceWarning(UserWarning):
+    """A trace asked for by the run's profiler config was not written."""
+
+
+# ================================================================================================ config access
+_MISSING = object()
+
+
+def _get(config: Any, dotted: str, default: Any = None) -> Any:
+    """``dotted`` from an OmegaConf config (interpolations resolved) or a plain nested mapping."""
+    if config is None:
+        return default
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(config, DictConfig):
+            value = OmegaConf.select(config, dotted, default=_MISSING)
+            if value is _MISSING:
+                return default
+            return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    except ImportError:  # pragma: no cover - omegaconf comes with upstream verl
+        pass
+    node = config
+    for part in dotted.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            node = getattr(node, part, _MISSING) if not isinstance(node, dict) else _MISSING
+        if node is _MISSING:
+            return default
+    return node
+
+
+def _role_key(kind: str) -> str:
+    return "actor_rollout_ref.rollout" if kind == "rollout" else "actor_rollout_ref.actor"
+
+
+def expected_traces(config: Any) -> list[str]:
+    """The kinds of trace the config asks for: "train" when the actor profiler is enabled, "rollout"
+    when the rollout profiler is (it follows the actor's unless set)."""
+    if not _get(config, "global_profiler.tool"):
+        return []
+    return [k for k in KINDS if bool(_get(config, f"{_role_key(k)}.profiler.enable", False))]
+
+
+def _world(config: Any) -> Optional[int]:
+    nnodes = _get(config, "trainer.nnodes")
+    per_node = _get(config, "trainer.n_gpus_per_node")
+    try:
+        return int(nnodes) * int(per_node)
+    except (TypeError, ValueError):
+        return None
+
+
+def config_reasons(config: Any, kind: str, step: Optional[int] = None) -> list[str]:
+    """Reasons, read from the config, why no ``kind`` trace will be written for ``step``."""
+    if config is None:
+        return []
+    reasons = []
+    role = _role_key(kind)
+    tool = _get(config, "global_profiler.tool")
+    steps = _get(config, "global_profiler.steps")
+    if not tool:
+        reasons.append("global_profiler.tool is null: no profiler runs at all")
+    if step is not None and (not steps or step not in list(steps)):
+        reasons.append(f"step {step} is not in global_profiler.steps={steps}: nothing is collected for it")
+    if not _get(config, f"{role}.profiler.enable", False):
+        reasons.append(f"{role}.profiler.enable is False")
+    save_path = _get(config, "global_profiler.save_path")
+    if not save_path:
+        reasons.append("global_profiler.save_path is empty: there is nowhere to write")
+    role_tool = _get(config, f"{role}.profiler.tool") or tool
+    world = _world(config)
+    ranks = _get(config, f"{role}.profiler.ranks") or []
+    all_ranks = bool(_get(config, f"{role}.profiler.all_ranks", False))
+    if kind == "rollout":
+        if role_tool and role_tool not in ROLLOUT_TOOLS:
+            reasons.append(f"rollout servers profile only with tool {ROLLOUT_TOOLS}; tool={role_tool!r} is dropped "
+                           "with a log line (upstream vllm_async_server)")
+        if role_tool and not _get(config, f"{role}.profiler.tool_config.{role_tool}.discrete", False):
+            reasons.append(f"{role}.profiler.tool_config.{role_tool}.discrete is False: upstream's rollout server "
+                           "traces the engine only in discrete mode (vllm_async_server._should_profile); set it True")
+        replica_world = 1
+        for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
+            try:
+                replica_world *= int(_get(config, f"{role}.{key}", 1) or 1)
+            except (TypeError, ValueError):
+                pass
+        if ranks and not all_ranks and world:
+            replicas = max(world // replica_world, 1)
+            owned = sorted({int(r) // replica_world for r in ranks})
+            if not any(r < replicas for r in owned):
+                reasons.append(f"{role}.profiler.ranks={list(ranks)} map to replica(s) {owned} (rank // {replica_world} "
+                               f"GPUs per replica) but only {replicas} replica(s) exist: no replica is profiled")
+    elif ranks and not all_ranks and world and not any(0 <= int(r) < world for r in ranks):
+        reasons.append(f"{role}.profiler.ranks={list(ranks)} are all outside the {world} training ranks")
+    return reasons
+
+
+def _possible_reasons(config: Any, kind: str, save_path: Path) -> list[str]:
+    """Reasons that cannot be read from the config but are known to produce nothing, silently."""
+    out = []
+    if kind == "rollout":
+        name = _get(config, "actor_rollout_ref.rollout.name", "") if config is not None else ""
+        if name in ("vllm", "", None):
+            out.append("vLLM records only when it was given a profiler directory: vLLM < 0.13 reads "
+                       "VLLM_TORCH_PROFILER_DIR in the engine process (an engine spawned before verl sets it, or with "
+                       "a cleaned environment, never sees it), vLLM >= 0.13 reads --profiler-config; otherwise "
+                       "start_profile does nothing and says nothing (upstream #4206 / RFC #4207)")
+        if name == "sglang":
+            out.append("SGLang writes its trace only when the server accepted start_profile (check its log)")
+        if name == "hf":
+            out.append("the HF rollout server (verl.cpu) writes only when its replica is selected by the rollout "
+                       "profiler ranks and the tool is torch")
+        out.append("traces are written on the node that hosts the profiled replica; look there if this is another node")
+    else:
+        out.append("traces are written on the node that hosts the profiled rank; look there if this is another node")
+        out.append("the worker failed before stop_profile (look for '[Profiler]' lines in the worker logs)")
+    if not save_path.is_absolute():
+        out.append(f"save_path {str(save_path)!r} is relative: Ray workers resolve it against their own working "
+                   "directory; use an absolute path")
+    return out
+
+
+# ================================================================================================ disk
+def _is_rollout(rel: str) -> bool:
+    return bool(_ROLLOUT_DIR.search(rel))
+
+
+def find_traces(save_path: str | Path, kind: str, step: Optional[int] = None, since: Optional[float] = None) -> list[Path]:
+    """Trace files of ``kind`` under ``save_path``, newer than ``since`` (epoch seconds) when given.
+
+    A torch training trace names its step (``..._step<n>_rank<r>_...``); a file that names another
+    step does not count for ``step``. Engine traces and torch_npu directories carry no step, so the
+    time is what ties them to it.
+    """
+    root = Path(save_path)
+    if not root.is_dir():
+        return []
+    found = []
+    step_re = re.compile(r"(?:^|[_.-])step[-_]?(\d+)(?:$|[_.-])", re.IGNORECASE)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != _REPORT_DIR]
+        for name in filenames:
+            full = Path(dirpath) / name
+            rel = str(full.relative_to(root))
+            if (kind == "rollout") != _is_rollout(rel):
+                continue
+            if not (name.lower().endswith(_TRACE_SUFFIXES) or "_ascend_pt" in rel or "PROF_" in rel):
+                continue
+            m = step_re.search(name)
+            if step is not None and m and int(m.group(1)) != step:
+                continue
+            if since is not None and not (m and step is not None):
+                try:
+                    if full.stat().st_mtime < since - _SLACK_S:
+                        continue
+                except OSError:
+                    continue
+            found.append(full)
+    return found
+
+
+# ================================================================================================ check
+def _announce(messages: list[str], strict: bool) -> None:
+    bar = "!" * 100
+    text = "\n".join([bar] + [f"[verl-ascend profiler] {m}" for m in messages] + [bar])
+    print(text, file=sys.stderr, flush=True)
+    for m in messages:
+        logger.error(m)
+        if not strict:
+            warnings.warn(m, MissingTraceWarning, stacklevel=3)
+
+
+def check_traces(
+    save_path: str | Path,
+    step: int,
+    expected: list[str],
+    strict: bool = False,
+    *,
+    since: Optional[float] = None,
+    config: Any = None,
+) -> list[str]:
+    """Check that each kind in ``expected`` ("train", "rollout") has a trace for ``step`` on disk.
+
+    Returns one message per missing kind (empty when all are there). Each message names the
+    directory, what asked for the trace and the reasons that fit: first those read from ``config``,
+    then the known silent failures. Messages are printed to stderr in a banner, logged as errors and
+    issued as :class:`MissingTraceWarning`; with ``strict`` a :class:`MissingTraceError` is raised
+    instead of the warnings.
+    """
+    unknown = [k for k in expected if k not in KINDS]
+    if unknown:
+        raise ValueError(f"expected kinds {unknown} are not known; use a subset of {list(KINDS)}")
+    root = Path(save_path) if save_path else Path("")
+    messages = []
+    for kind in expected:
+        if find_traces(root, kind, step=step, since=since):
+            continue
+        where = (f"{root} does not exist: nothing was written there by any role" if not root.is_dir()
+                 else f"nothing new under {root}" + (" (in agent_loop_rollout_replica_*/)" if kind == "rollout" else ""))
+        reasons = config_reasons(config, kind, step) or _possible_reasons(config, kind, root)
+        numbered = " ".join(f"({i}) {r}." for i, r in enumerate(reasons, 1))
+        messages.append(f"step {step}: the {kind} trace that was asked for is missing -- {where}. "
+                        f"Likely reason{'s' if len(reasons) > 1 else ''}: {numbered}")
+    if messages:
+        _announce(messages, strict)
+        if strict:
+            raise MissingTraceError("\n".join(messages))
+    return messages
+
+
+class TraceCheck:
+    """The per-step hook a trainer calls around each step (see the module docstring)."""
+
+    def __init__(self, config: Any, strict: bool = False, expected: Optional[list[str]] = None):
+        self.config = config
+        self.strict = strict
+        self.save_path = _get(config, "global_profiler.save_path") or ""
+        self.steps = set(_get(config, "global_profiler.steps") or [])
+        self.continuous = bool(_get(config, "global_profiler.profile_continuous_steps", False))
+        self.expected = expected if expected is not None else expected_traces(config)
+        self._since: dict[int, float] = {}
+
+    @classmethod
+    def from_config(cls, config: Any) -> Optional["TraceCheck"]:
+        """None when nothing is profiled or ``profile_check.enable`` is False."""
+        if not bool(_get(config, "profile_check.enable", True)):
+            return None
+        expected = expected_traces(config)
+        if not expected or not _get(config, "global_profiler.steps"):
+            return None
+        return cls(config, strict=bool(_get(config, "profile_check.strict", False)), expected=expected)
+
+    def before_step(self, step: int) -> None:
+        if step in self.steps:
+            self._since[step] = time.time()
+
+    def after_step(self, step: int) -> list[str]:
+        if step not in self.steps:
+            return []
+        if self.continuous and step + 1 in self.steps:
+            return []  # continuous steps share one trace, written when the run of steps ends
+        since = self._since.pop(step, None)
+        first = step
+        if self.continuous:
+            # One trace covers the consecutive steps; torch names it after the first of them.
+            while first - 1 in self.steps:
+                first -= 1
+            earlier = [self._since.pop(s) for s in range(first, step) if s in self._since]
+            since = min([t for t in [since, *earlier] if t is not None], default=None)
+        return check_traces(self.save_path, first, self.expected, self.strict, since=since, config=self.config)

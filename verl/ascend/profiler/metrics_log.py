@@ -1,0 +1,108 @@
+"""Reader of upstream's metrics log: the JSON lines ``{"step": n, "data": {...}}`` that
+``verl.utils.tracking.FileLogger`` writes when ``trainer.logger`` includes ``file``.
+
+Why: the trainer already times every stage (``timing_s/gen``, ``timing_s/update_actor``, ...,
+``timing_s/step``) for every step, profiled or not; that is the cheapest and most complete source of
+the train:rollout ratio. Traces are needed only for what happens *inside* a phase.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from verl.ascend.profiler.problems import InputFormatError, InputProblem
+
+TIMING_PREFIX = "timing_s/"
+# Per-sample generation time spread, logged by upstream's agent loop (experimental/agent_loop/agent_loop.py).
+GEN_SPREAD_KEYS = ("agent_loop/generate_sequences/max", "agent_loop/generate_sequences/mean")
+_EXPECTED = 'JSON lines of the form {"step": <int>, "data": {<metric>: <number>, ...}} (upstream FileLogger)'
+
+
+@dataclass
+class StepRecord:
+    step: int
+    timing: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+    extra: dict[str, float] = field(default_factory=dict)  # other numeric metrics kept for the report
+
+
+@dataclass
+class MetricsLog:
+    path: str
+    steps: list[StepRecord]
+    problems: list[InputProblem]
+
+
+def looks_like_metrics_log(path: str | Path) -> bool:
+    """True when the first non-empty line parses as a metrics record (cheap sniff for discovery)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    rec = json.loads(line)
+                    return isinstance(rec, dict) and "step" in rec and isinstance(rec.get("data"), dict)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return False
+
+
+def read_metrics_log(path: str | Path, keep: tuple[str, ...] = GEN_SPREAD_KEYS) -> MetricsLog:
+    """Read every step; bad lines become problems (file and line), good lines are kept.
+
+    A step logged twice (a resumed run appends to the same file) keeps its last record.
+    """
+    path = str(path)
+    problems: list[InputProblem] = []
+    by_step: dict[int, StepRecord] = {}
+    good = 0
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError as e:
+        raise InputFormatError(InputProblem(path, f"cannot open ({e.strerror or e})")) from None
+    with fh:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(fh, 1):
+                text = line.strip()
+                if not text:
+                    continue
+                try:
+                    rec = json.loads(text)
+                except ValueError as e:
+                    last = not line.endswith("\n")
+                    msg = "last line is incomplete: the log was cut off" if last else f"not JSON ({e.msg} at column {e.colno})"
+                    problems.append(InputProblem(path, f"{msg}; expected {_EXPECTED}", line=lineno, partial=True))
+                    continue
+                if not isinstance(rec, dict) or not isinstance(rec.get("data"), dict) or "step" not in rec:
+                    problems.append(InputProblem(path, f"not a metrics record; expected {_EXPECTED}", line=lineno,
+                                                 partial=True))
+                    continue
+                try:
+                    step = int(rec["step"])
+                except (TypeError, ValueError):
+                    problems.append(InputProblem(path, f"'step' is {rec['step']!r}; expected an integer", line=lineno,
+                                                 partial=True))
+                    continue
+                record = StepRecord(step)
+                for key, value in rec["data"].items():
+                    if not isinstance(value, (int, float)) or isinstance(value, bool):
+                        continue
+                    if key.startswith(TIMING_PREFIX):
+                        record.timing[key[len(TIMING_PREFIX):]] = float(value)
+                    elif key in keep:
+                        record.extra[key] = float(value)
+                by_step[step] = record
+                good += 1
+        except UnicodeDecodeError as e:
+            problems.append(InputProblem(path, f"not UTF-8 text ({e.reason}); lines before it kept", line=lineno + 1,
+                                         partial=True))
+    if good == 0 and problems:
+        raise InputFormatError(InputProblem(path, f"no valid metrics record; expected {_EXPECTED}", line=problems[0].line))
+    return MetricsLog(path, [by_step[s] for s in sorted(by_step)], problems)
+
+
+def phase_mean(steps: list[StepRecord], phase: str) -> Optional[float]:
+    values = [s.timing[phase] for s in steps if phase in s.timing]
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,117 @@
+"""Plots of the report: the rollout timeline per lane (with the tail shaded) and the per-step
+breakdown of phase times. Agg backend: no display needed; each file is written to a temporary name
+and renamed, so a failed run never leaves half a PNG.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from verl.ascend.profiler import intervals
+from verl.ascend.profiler.lanes import LaneStats
+
+_COLORS = {
+    "gen": "#d62728", "reward": "#bcbd22", "old_log_prob": "#1f77b4", "ref": "#808000", "values": "#17becf",
+    "adv": "#8c564b", "update_critic": "#e377c2", "update_actor": "#ff7f0e", "update_weights": "#9467bd",
+    "save_checkpoint": "#2ca02c", "testing": "#7f7f7f", "other": "#c7c7c7", "rollout_s": "#d62728",
+    "train_s": "#ff7f0e", "rollout": "#d62728", "train": "#ff7f0e",
+}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def rollout_timeline(rounds: list[list[LaneStats]], tails: list[dict], path: Path, max_rounds: int = 4) -> bool:
+    """One panel per rollout round: a row per lane coloured by busy fraction over time, the lane's end
+    marked, and the tail (fewer than half of the lanes still generating) shaded."""
+    if not rounds:
+        return False
+    plt = _pyplot()
+    shown = list(zip(rounds, tails))[:max_rounds]
+    height = sum(max(1.2, 0.35 * len(r) + 0.9) for r, _ in shown)
+    fig, axes = plt.subplots(len(shown), 1, figsize=(11, height + 0.5), squeeze=False)
+    cmap = plt.get_cmap("Blues")
+    for ax, (lanes, tail) in zip(axes[:, 0], shown):
+        lanes = sorted(lanes, key=lambda l: l.label)
+        t0 = tail["t0_us"]
+        wall = tail["wall_s"] or 0.0
+        for row, lane in enumerate(lanes):
+            edges, frac = intervals.occupancy(lane.curve_grid, lane.curve_cum, 400)
+            if len(edges):
+                x = (edges - t0) / 1e6
+                ax.broken_barh([(x[i], x[i + 1] - x[i]) for i in range(len(frac))], (row - 0.4, 0.8),
+                               facecolors=[cmap(0.25 + 0.75 * f) for f in frac], linewidth=0)
+            ax.plot([(lane.last_us - t0) / 1e6] * 2, [row - 0.45, row + 0.45], color="black", linewidth=1.2)
+        ts = tail["tail_start_s"]
+        if tail["tail_s"]:
+            ax.axvspan(ts, wall, color="#d62728", alpha=0.15, lw=0)
+            ax.axvline(ts, color="#d62728", linewidth=1, linestyle="--")
+        frac_txt = f"tail {tail['tail_fraction']:.0%}" if tail["tail_fraction"] is not None else "tail n/a"
+        strag = tail["straggler_fraction"]
+        title = (f"rollout round{'' if tail['step'] is None else ' (step %s)' % tail['step']}: {len(lanes)} lanes, "
+                 f"wall {wall:.3g} s, {frac_txt}" + (f", stragglers {strag:.0%}" if strag is not None else ""))
+        ax.set_title(title, fontsize=10)
+        ax.set_yticks(range(len(lanes)))
+        ax.set_yticklabels([l.label for l in lanes], fontsize=8)
+        ax.set_xlim(0, max(wall, 1e-9) * 1.02)
+        ax.set_ylim(-0.6, len(lanes) - 0.4)
+        ax.set_xlabel("seconds since the first lane started (darker = busier; bar = lane finished; red = tail)",
+                      fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return True
+
+
+def step_breakdown(phases: dict, path: Path) -> bool:
+    """Stacked bar per step: each phase's seconds (metrics log), or rollout vs training (traces)."""
+    rows = phases.get("per_step") or []
+    if not rows:
+        return False
+    plt = _pyplot()
+    total_key = phases.get("total_phase", "step")
+    names = [p for p in phases.get("phases", []) if p != total_key]
+    steps = [str(r["step"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(rows) + 3), 4.5))
+    bottom = np.zeros(len(rows))
+    for name in names:
+        vals = np.array([(r.get("phases_s") or {}).get(name) or 0.0 for r in rows], dtype=float)
+        if not vals.any():
+            continue
+        ax.bar(steps, vals, bottom=bottom, label=name, color=_COLORS.get(name))
+        bottom += vals
+    totals = np.array([(r.get("phases_s") or {}).get(total_key) or 0.0 for r in rows], dtype=float)
+    other = np.clip(totals - bottom, 0.0, None)
+    if (other > 1e-9).any():
+        ax.bar(steps, other, bottom=bottom, label="other (rest of the step)", color=_COLORS["other"])
+    ratio = phases.get("rollout_per_train")
+    ax.set_title("time per step by phase" + (f" (train : rollout = 1 : {ratio:.2f})" if ratio else ""), fontsize=10)
+    ax.set_xlabel("step")
+    ax.set_ylabel("seconds")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return True

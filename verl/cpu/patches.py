@@ -1,0 +1,80 @@
+"""The CPU backend's hooks into upstream verl, applied lazily when their target is imported.
+
+Each entry is listed in the project's patch index (``verl/ascend/patch/__init__.py``) with
+its reason and removal condition; ``tests/cpu/test_patches.py`` fails when a target changes.
+
+Registrations (upstream extension points, not patches):
+- ``hf`` in ``RolloutReplicaRegistry`` and in the worker-side ``_ROLLOUT_REGISTRY``.
+- upstream's FSDP engine classes registered for ``device="cpu"`` in ``EngineRegistry``
+  (upstream registers them for ``cuda`` and ``npu`` only; the code is device-agnostic).
+
+Patch:
+- ``verl.utils.distributed.initialize_global_process_group_ray`` builds the backend string
+  ``f"cpu:gloo,{device}:{backend}"``, which is ``"cpu:gloo,cpu:gloo"`` on the CPU platform and
+  makes ``torch.distributed`` raise "Duplicate device type cpu". On the CPU platform the
+  wrapper passes ``backend="cpu:gloo"``; elsewhere it calls the original unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from verl.cpu.post_import import when_imported
+
+ROLLOUT_NAME = "hf"
+ADAPTER_FQN = "verl.cpu.rollout.adapter.HFServerAdapter"
+
+
+def _on_cpu() -> bool:
+    from verl.plugin.platform import get_platform
+
+    return get_platform().device_name == "cpu"
+
+
+def _load_hf_replica():
+    from verl.cpu.rollout.replica import HFReplica
+
+    return HFReplica
+
+
+def register_rollout_replica(module) -> None:
+    module.RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_hf_replica)
+
+
+def register_rollout_adapter(module) -> None:
+    module._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = ADAPTER_FQN
+
+
+def register_fsdp_engines_for_cpu(module) -> None:
+    from verl.workers.engine.base import EngineRegistry
+
+    engines = EngineRegistry._engines
+    for model_type, cls in (
+        ("language_model", module.FSDPEngineWithLMHead),
+        ("value_model", module.FSDPEngineWithValueHead),
+    ):
+        if "cpu" not in engines.get(model_type, {}).get("fsdp", {}):
+            EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(cls)
+
+
+def patch_process_group_backend(module) -> None:
+    original = module.initialize_global_process_group_ray
+    if getattr(original, "__verl_cpu_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def initialize_global_process_group_ray(timeout_second=None, backend=None):
+        if backend is None and _on_cpu():
+            backend = "cpu:gloo"
+        return original(timeout_second=timeout_second, backend=backend)
+
+    initialize_global_process_group_ray.__verl_cpu_patched__ = True
+    module.initialize_global_process_group_ray = initialize_global_process_group_ray
+
+
+def install() -> None:
+    """Arm every hook; each runs once, when (or if) its target module is imported."""
+    when_imported("verl.workers.rollout.replica", register_rollout_replica)
+    when_imported("verl.workers.rollout.base", register_rollout_adapter)
+    when_imported("verl.workers.engine.fsdp.transformer_impl", register_fsdp_engines_for_cpu)
+    when_imported("verl.utils.distributed", patch_process_group_backend)
