@@ -37,6 +37,10 @@ def prepare(config: DictConfig) -> None:
 
     auto_set_device(config)
     preflight.check_all(config)
+    from recipe.dapo_ascend import cluster, resume
+
+    cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
+    resume.prepare_run(config)  # pick the last complete checkpoint; metrics/prompt logs continue
     if os.environ.get("VERL_ASCEND_DOCTOR", "1") == "0":
         logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor is skipped")
         return
@@ -68,6 +72,11 @@ def run(config: DictConfig) -> None:
     if EXTERNAL_MODULE not in modules:
         modules.append(EXTERNAL_MODULE)
     export_to_workers(config, {"VERL_USE_EXTERNAL_MODULES": ",".join(modules)})
+    if config.trainer.device == "npu":
+        # The resolved NPU runtime-env profile, into every Ray worker and rollout server.
+        from verl.ascend.env_profile import apply_to_config
+
+        apply_to_config(config)
 
     loggers = config.trainer.get("logger", []) or []
     printer = None

@@ -41,54 +41,14 @@ def check_model(config: DictConfig) -> None:
 
 
 def check_data(config: DictConfig, max_rows_checked: int | None = None) -> None:
-    """Every dataset file exists and every row carries what the DAPO recipe reads."""
-    import pyarrow.parquet as pq
+    """Every dataset file is readable parquet and every row is usable (``data_check.py``): prompt
+    a non-empty chat of UTF-8 text within ``data.max_prompt_length`` tokens (counted with the
+    model's tokenizer and chat template, as upstream's dataset does), ``data_source``,
+    ``reward_model.ground_truth``. A bad row names file, row and field; ``data.skip_bad_rows=true``
+    drops bad rows instead and logs how many."""
+    from recipe.dapo_ascend.data_check import check_all_files
 
-    prompt_key = config.data.get("prompt_key", "prompt")
-    source_key = config.data.get("reward_fn_key", "data_source")
-    for key in ("train_files", "val_files"):
-        for file in _files(config.data.get(key)):
-            path = os.path.expanduser(file)
-            if not os.path.isfile(path):
-                raise PreflightError(f"data.{key}: file {path!r} does not exist (expected a parquet file)")
-            try:
-                table = pq.read_table(path)
-            except Exception as exc:  # pyarrow raises several types for corrupt files
-                raise PreflightError(f"data.{key}: {path!r} is not a readable parquet file: {exc}") from exc
-            missing = [c for c in (prompt_key, source_key, "reward_model") if c not in table.column_names]
-            if missing:
-                raise PreflightError(
-                    f"data.{key}: {path!r} lacks column(s) {missing}; the DAPO recipe needs "
-                    f"{prompt_key!r} (chat messages), {source_key!r} and 'reward_model' ({{'ground_truth': ...}}). "
-                    f"Columns present: {table.column_names}"
-                )
-            rows = table.select([prompt_key, "reward_model"]).to_pylist()
-            for index, row in enumerate(rows[:max_rows_checked] if max_rows_checked else rows):
-                _check_row(path, key, index, row, prompt_key)
-
-
-def _check_row(path: str, key: str, index: int, row: dict, prompt_key: str) -> None:
-    where = f"data.{key}: {path!r} row {index}"
-    prompt = row.get(prompt_key)
-    if isinstance(prompt, str):
-        ok = bool(prompt.strip())
-    else:
-        ok = (
-            isinstance(prompt, list)
-            and len(prompt) > 0
-            and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt)
-            and any(m["content"].strip() for m in prompt)
-        )
-    if not ok:
-        raise PreflightError(
-            f"{where}: field {prompt_key!r} is {prompt!r}; expected a non-empty list of chat messages "
-            "like [{'role': 'user', 'content': '...'}]"
-        )
-    reward = row.get("reward_model")
-    if not isinstance(reward, dict) or reward.get("ground_truth") is None:
-        raise PreflightError(
-            f"{where}: field 'reward_model' is {reward!r}; expected a dict with a 'ground_truth' entry"
-        )
+    check_all_files(config, PreflightError)
 
 
 def check_batch_sizes(config: DictConfig) -> None:

@@ -2,9 +2,16 @@
 
 Registered with upstream's ``register_trainer`` and selected by
 ``trainer.v1.trainer_mode=dapo_ascend`` (the recipe's default). It changes no algorithm:
-it adds, per step, the means of the reward manager's extra fields (``acc``, and with
-``overlong_buffer_cfg.log=true`` the DAPO overlong penalty) as ``reward_extra/<key>/mean``,
-which upstream's V1 trainer computes but logs only during validation.
+
+- per step, it logs the means of the reward manager's extra fields (``acc``, and with
+  ``overlong_buffer_cfg.log=true`` the DAPO overlong penalty) as ``reward_extra/<key>/mean``,
+  which upstream's V1 trainer computes but logs only during validation;
+- ``trainer.v1.dapo_ascend.poll_interval_s`` sets how often the replay buffer checks for
+  finished rollouts. Upstream hard-codes 2 s, which rounds every generation round up to a
+  multiple of 2 s: noise on a 128-card step, most of the step on a tiny CPU run;
+- around each profiled step, ``verl.ascend.profiler.check.TraceCheck`` verifies that every
+  trace that was asked for is on disk, and says why not (warning, or error under
+  ``profile_check.strict``) -- never silently nothing.
 """
 
 from __future__ import annotations
@@ -14,8 +21,12 @@ import numbers
 import numpy as np
 import transfer_queue as tq
 
+from verl.ascend.profiler.check import TraceCheck
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+from recipe.dapo_ascend.resume import CheckpointJournalMixin
+from recipe.dapo_ascend.watchdog import RolloutWatchdogMixin
 
 TRAINER_NAME = "dapo_ascend"
 
@@ -35,13 +46,40 @@ def reward_extra_means(extra_fields: list, mask: np.ndarray | None = None) -> di
 
 
 @register_trainer(TRAINER_NAME)
-class DAPOAscendTrainer(PPOTrainerSync):
+# Mixins: resume.py (crash-safe checkpoints, metrics and prompt ledger), watchdog.py (rollout failures).
+class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, PPOTrainerSync):
     def __init__(self, config):
         # Upstream's base trainer branches on ``trainer_mode == "sync"`` (replay buffer, refill
         # rules, checkpoint contents); any other name is treated as asynchronous. The registry
         # has already resolved our name to this class, so from here on we are plain "sync".
         config.trainer.v1.trainer_mode = "sync"
         super().__init__(config)
+        # After each profiled step: say loudly when a trace that was asked for is not on disk.
+        self._trace_check = TraceCheck.from_config(config)
+
+    def _start_rollout_profiling(self) -> None:
+        # Tell the rollout servers which training step they trace (upstream passes nothing, and
+        # a server only knows the version of its weights, one behind the step being sampled).
+        for manager in self._rollout_server_managers():
+            manager.start_profile(profile_step=self.global_steps)
+
+    def _start_profiling(self) -> None:
+        if self._trace_check is not None:
+            self._trace_check.before_step(self.global_steps)
+        super()._start_profiling()
+
+    def _stop_profiling(self) -> None:
+        step = self.global_steps
+        super()._stop_profiling()
+        if self._trace_check is not None:
+            self._trace_check.after_step(step)
+
+    def _build_replay_buffer(self):
+        buffer = super()._build_replay_buffer()
+        options = self.config.trainer.v1.get(TRAINER_NAME, None) or {}
+        if options.get("poll_interval_s") is not None:
+            buffer.poll_interval = float(options["poll_interval_s"])
+        return buffer
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)

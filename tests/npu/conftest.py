@@ -2,8 +2,10 @@
 
 On a machine without a real ``torch_npu`` each test module runs with the emulator installed
 (``VERL_ASCEND_NPU_EMULATOR=1`` in this process and every process it starts: Ray workers,
-subprocesses) and the Ascend platform selected; both are undone after the module, so other
-test folders in the same pytest session see a normal CPU process. On an Ascend host with a
+subprocesses) and the Ascend platform selected; both, and any environment variable a test
+set, are undone after the module, so other test folders in the same pytest session see a
+normal CPU process (modules first imported under the emulator keep its NPU flag, though:
+run tests/npu as its own pytest process). On an Ascend host with a
 real ``torch_npu`` the emulator stays off (it only ever stands in for a missing torch_npu)
 and the same tests run on the real device: tensors go to ``npu_device``.
 """
@@ -33,7 +35,7 @@ def ascend_platform():
     from verl.ascend.ops import revert_fused_ops
     from verl.ascend.platform import AscendPlatform
 
-    saved_env = os.environ.get(emulator.ENV_FLAG)
+    saved_environ = dict(os.environ)  # apply_to_config & co. set variables: none may leak out of the module
     saved_platform = platform_manager._current_platform
     if not REAL_TORCH_NPU:
         os.environ[emulator.ENV_FLAG] = "1"
@@ -47,10 +49,8 @@ def ascend_platform():
         platform_manager._current_platform = saved_platform
         if not REAL_TORCH_NPU:
             emulator.uninstall()
-        if saved_env is None:
-            os.environ.pop(emulator.ENV_FLAG, None)
-        else:
-            os.environ[emulator.ENV_FLAG] = saved_env
+        os.environ.clear()
+        os.environ.update(saved_environ)
 
 
 @pytest.fixture

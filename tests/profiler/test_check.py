@@ -10,6 +10,7 @@ import pytest
 
 from verl.ascend.profiler.check import (
     MissingTraceError,
+    attach_trace_check,
     MissingTraceWarning,
     TraceCheck,
     check_traces,
@@ -144,3 +145,46 @@ def test_continuous_steps_wait_for_the_last_one(tmp_path):
 def test_unknown_kind_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="not known"):
         check_traces(tmp_path, 1, ["trian"])
+
+
+class _FakeTrainer:
+    """The two calls upstream's fit() makes around each step, and the step counter they read."""
+
+    def __init__(self, config, save_path):
+        self.config = config
+        self.save_path = save_path
+        self.global_steps = 0
+        self.calls = []
+
+    def _start_profiling(self):
+        self.calls.append(("start", self.global_steps))
+
+    def _stop_profiling(self):
+        self.calls.append(("stop", self.global_steps))
+        if self.global_steps == 2:  # the profiler writes its trace when it stops
+            (self.save_path / f"actor_rollout_actor_update_step{self.global_steps}_rank0_x.json.gz").write_bytes(b"x")
+
+    def fit(self, steps):
+        for self.global_steps in range(1, steps + 1):
+            self._start_profiling()
+            self._stop_profiling()
+
+
+def test_attach_wraps_one_trainer_instance(tmp_path):
+    cfg = _config(tmp_path, **{"actor_rollout_ref.rollout.profiler.enable": False})
+    trainer = _FakeTrainer(cfg, tmp_path)
+    hook = attach_trace_check(trainer)
+    assert hook is not None and hook.expected == ["train"]
+    trainer.fit(3)  # step 2 is profiled and its trace appears: no warning
+    assert trainer.calls == [("start", 1), ("stop", 1), ("start", 2), ("stop", 2), ("start", 3), ("stop", 3)]
+    assert "_start_profiling" not in vars(_FakeTrainer(cfg, tmp_path))  # the class is untouched
+
+
+def test_attach_reports_a_missing_trace(tmp_path):
+    cfg = _config(tmp_path / "elsewhere")
+    cfg["profile_check"] = {"strict": True}
+    trainer = _FakeTrainer(cfg, tmp_path)
+    attach_trace_check(trainer, cfg)
+    with pytest.raises(MissingTraceError, match="step 2"):
+        trainer.fit(3)
+    assert attach_trace_check(_FakeTrainer(_config(tmp_path, **{"global_profiler.tool": None}), tmp_path)) is None

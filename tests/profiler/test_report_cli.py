@@ -97,6 +97,19 @@ def test_unreadable_trace_is_named_and_others_still_reported(tmp_path, capsys):
     assert _load(tmp_path / "rep")["top_ops"]["train"]["rows"][0]["name"] == "aten::mm"
 
 
+def test_json_files_that_are_not_traces_are_skipped(tmp_path):
+    write_trace(tmp_path / "profile" / "t.json", [cpu_op("aten::mm", 0, 5)])
+    ckpt = tmp_path / "checkpoints" / "global_step_1" / "huggingface"
+    ckpt.mkdir(parents=True)
+    (ckpt / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {"ph": 1, "traceEvents": 2}}}))
+    (ckpt / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"]}))
+    rep_out = tmp_path / "rep"
+    assert main([str(tmp_path), "--out", str(rep_out), "--quiet"]) == EXIT_OK
+    d = _load(rep_out)
+    assert [t["path"] for t in d["inputs"]["traces"]] == [str(tmp_path / "profile" / "t.json")]
+    assert str(ckpt / "tokenizer.json") in d["inputs"]["skipped"]
+
+
 def test_strict_writes_nothing_on_damage(tmp_path):
     write_trace(tmp_path / "ok.json", [cpu_op("aten::mm", 0, 5)])
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "data": {"timing_s/gen": 1}}) + "\n{oops\n")

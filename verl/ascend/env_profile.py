@@ -321,6 +321,14 @@ def _normalise(var: dict, raw: Any, source_key: str, errors: list[EnvConflictErr
     return value
 
 
+def _applied_keys(env_vars: Mapping) -> set[str]:
+    """Keys an earlier ``apply_to_config`` wrote into the runtime env (recorded in the profile JSON)."""
+    try:
+        return set(json.loads(env_vars[PROFILE_ENV]).get("applied", [])) if PROFILE_ENV in env_vars else set()
+    except (TypeError, ValueError, AttributeError):
+        return set()
+
+
 def _explicit_values(config, environ: Mapping[str, str], settings: dict) -> dict[str, tuple[Any, str, str, bool]]:
     """VAR -> (raw value, source kind, source key, scoped to the table's roles)."""
     known = table_variables()
@@ -331,9 +339,7 @@ def _explicit_values(config, environ: Mapping[str, str], settings: dict) -> dict
     ray_env = _select(config, RAY_ENV_KEY)
     if ray_env is not None:
         ray_env = OmegaConf.to_container(ray_env, resolve=True) if isinstance(ray_env, DictConfig) else dict(ray_env)
-        applied = set()
-        if PROFILE_ENV in ray_env:  # written by an earlier apply_to_config: those keys are ours, not the user's
-            applied = set(json.loads(ray_env[PROFILE_ENV]).get("applied", []))
+        applied = _applied_keys(ray_env)  # written by an earlier apply_to_config: ours, not the user's
         for name, value in ray_env.items():
             if name in known and name not in applied:
                 found[name] = (value, "ray_kwargs", f"{RAY_ENV_KEY}.{name}", False)
@@ -462,9 +468,7 @@ def apply_to_config(config: DictConfig, environ: Mapping[str, str] | None = None
         if _select(config, RAY_ENV_KEY) is None:
             OmegaConf.update(config, RAY_ENV_KEY, {}, force_add=True)
         env_vars = OmegaConf.select(config, RAY_ENV_KEY)
-        previous = set()
-        if PROFILE_ENV in env_vars:
-            previous = set(json.loads(env_vars[PROFILE_ENV]).get("applied", []))
+        previous = _applied_keys(env_vars)
         applied = []
         for name, value in profile.job_env_vars().items():
             if name not in env_vars or name in previous:

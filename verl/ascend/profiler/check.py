@@ -10,6 +10,10 @@ default, :class:`MissingTraceError` under ``profile_check.strict=True``.
 
 Use from a trainer (see ``docs/ascend_tutorial/profiling.md``)::
 
+    attach_trace_check(trainer, config)        # wraps this trainer's _start/_stop_profiling
+
+or by hand::
+
     hook = TraceCheck.from_config(config)      # None when profiling is off or the check disabled
     hook.before_step(step)                     # records the time; traces must be newer
     ...run the step...
@@ -295,3 +299,31 @@ class TraceCheck:
             earlier = [self._since.pop(s) for s in range(first, step) if s in self._since]
             since = min([t for t in [since, *earlier] if t is not None], default=None)
         return check_traces(self.save_path, first, self.expected, self.strict, since=since, config=self.config)
+
+
+def attach_trace_check(trainer: Any, config: Any = None) -> Optional[TraceCheck]:
+    """Run the check around upstream's per-step profiling calls of one trainer instance.
+
+    Upstream's V1 trainer (``trainer/ppo/v1/trainer_base.py`` ``fit``) calls ``_start_profiling()``
+    before and ``_stop_profiling()`` after each step; rollout servers stop earlier, at the end of
+    sampling. This wraps the two methods *on the given instance* (the class is untouched): the time is
+    taken before the profilers start, and the disk is checked once they have stopped. Returns the
+    hook, or None when nothing is profiled or ``profile_check.enable`` is False.
+    """
+    hook = TraceCheck.from_config(config if config is not None else trainer.config)
+    if hook is None:
+        return None
+    start, stop = trainer._start_profiling, trainer._stop_profiling
+
+    def _start_profiling() -> None:
+        hook.before_step(trainer.global_steps)
+        start()
+
+    def _stop_profiling() -> None:
+        step = trainer.global_steps
+        stop()
+        hook.after_step(step)
+
+    trainer._start_profiling = _start_profiling
+    trainer._stop_profiling = _stop_profiling
+    return hook

@@ -16,7 +16,8 @@ from typing import Optional
 from verl.ascend.profiler.problems import InputFormatError, InputProblem
 
 TIMING_PREFIX = "timing_s/"
-# Per-sample generation time spread, logged by upstream's agent loop (experimental/agent_loop/agent_loop.py).
+# Per-sample generation time spread from upstream's agent loop (experimental/agent_loop/agent_loop.py
+# _performance_metrics); the legacy trainer logs them as timing_s/agent_loop/..., the V1 trainer not at all.
 GEN_SPREAD_KEYS = ("agent_loop/generate_sequences/max", "agent_loop/generate_sequences/mean")
 _EXPECTED = 'JSON lines of the form {"step": <int>, "data": {<metric>: <number>, ...}} (upstream FileLogger)'
 
@@ -90,7 +91,11 @@ def read_metrics_log(path: str | Path, keep: tuple[str, ...] = GEN_SPREAD_KEYS) 
                     if not isinstance(value, (int, float)) or isinstance(value, bool):
                         continue
                     if key.startswith(TIMING_PREFIX):
-                        record.timing[key[len(TIMING_PREFIX):]] = float(value)
+                        name = key[len(TIMING_PREFIX):]
+                        if "/" not in name:  # stage timers are flat names; nested ones are statistics
+                            record.timing[name] = float(value)
+                        elif name in keep:
+                            record.extra[name] = float(value)
                     elif key in keep:
                         record.extra[key] = float(value)
                 by_step[step] = record

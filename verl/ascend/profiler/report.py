@@ -270,10 +270,18 @@ def write_outputs(report: Report, out_dir: Path, plots: bool = True) -> list[Pat
     d = dict(report.data)
     if plots:
         tails = (d.get("rollout_tail") or {}).get("rounds", [])
-        if plotting.rollout_timeline(report.rounds, tails, out_dir / "rollout_timeline.png"):
-            written.append(out_dir / "rollout_timeline.png")
-        if d.get("phases") and plotting.step_breakdown(d["phases"], out_dir / "step_breakdown.png"):
-            written.append(out_dir / "step_breakdown.png")
+        jobs = [("rollout_timeline.png", lambda p: plotting.rollout_timeline(report.rounds, tails, p))]
+        if d.get("phases"):
+            jobs.append(("step_breakdown.png", lambda p: plotting.step_breakdown(d["phases"], p)))
+        for name, draw in jobs:
+            try:
+                if draw(out_dir / name):
+                    written.append(out_dir / name)
+            except OSError:
+                raise
+            except Exception as e:  # a plot is a view of report.json: never lose the numbers over it
+                print(f"warning: could not draw {name} ({type(e).__name__}: {e}); report.json has the data",
+                      file=sys.stderr)
     d["outputs"] = [p.name for p in written] + ["report.json", "report.txt"]
     _write_text_atomic(out_dir / "report.json", json.dumps(d, indent=2, default=_json_default) + "\n")
     _write_text_atomic(out_dir / "report.txt", render_text(report) + "\n")

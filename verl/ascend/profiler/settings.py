@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import re
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Optional
 
@@ -121,10 +120,6 @@ class Settings:
             if m:
                 return int(m.group(1))
         return None
-
-    @cached_property
-    def all_phases(self) -> list[str]:
-        return list(self.phase_order)
 
 
 def load_settings(path: Optional[str | Path] = None) -> Settings:

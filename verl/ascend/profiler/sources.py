@@ -29,6 +29,7 @@ _NOT_TRACES = re.compile(
 _TRACE_NAME = re.compile(r"(trace|\.pt\.trace)", re.IGNORECASE)
 _SKIP_DIRS = {"FRAMEWORK", "logs", "__pycache__"}
 _SNIFF = 1 << 16
+_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 @dataclass
@@ -63,8 +64,8 @@ class Inventory:
 
 
 def _sniff_trace(path: Path) -> bool:
-    """Does the head of a JSON file look like a Chrome trace? An object must name ``traceEvents``
-    early (torch writes it after a few small keys); a bare array must hold events (``"ph"``).
+    """Does the head of a JSON file look like a Chrome trace? An object must open a ``traceEvents``
+    array early (torch writes it after a few small keys); a bare array must hold events (``"ph"``).
     Tokenizer or model configs that sit next to traces fail this."""
     try:
         with open(path, "rb") as fh:
@@ -79,7 +80,7 @@ def _sniff_trace(path: Path) -> bool:
         return True  # let the reader report the problem with its offset
     data = data.lstrip()
     if data.startswith(b"{"):
-        return b'"traceEvents"' in data
+        return _TRACE_EVENTS_KEY.search(data) is not None
     if data.startswith(b"["):
         return b'"ph"' in data
     return False

@@ -45,7 +45,6 @@ class HFReplica(RolloutReplica):
             options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
                 node_id=node_id, soft=False
             )
-        profile_dir = _rollout_profile_dir(self.config)
         server = (
             ray.remote(HFRolloutServer)
             .options(**options)
@@ -53,7 +52,6 @@ class HFReplica(RolloutReplica):
                 config=self.config,
                 model_config=self.model_config,
                 replica_rank=self.replica_rank,
-                profile_dir=profile_dir,
             )
         )
         self.servers = [server]
@@ -61,10 +59,3 @@ class HFReplica(RolloutReplica):
         self._server_handle = server
         self._server_address = address
 
-
-def _rollout_profile_dir(config) -> str | None:
-    """Where the rollout profiler writes, if rollout profiling is enabled in the config."""
-    profiler = getattr(config, "profiler", None)
-    if profiler is None or not getattr(profiler, "enable", False):
-        return None
-    return getattr(profiler, "save_path", None)

@@ -2,8 +2,10 @@
 
 The agent loop sends one request per sample, concurrently. The server queues them and a
 single batching loop drains the queue into engine batches (up to ``max_num_seqs`` rows,
-after waiting ``batch_wait_ms`` for stragglers to arrive), runs each batch in a worker
-thread so the actor keeps accepting requests, aborts and control calls meanwhile.
+after waiting ``batch_wait_ms`` for stragglers to arrive), runs each batch in the server's
+one torch thread so the actor keeps accepting requests, aborts and control calls meanwhile.
+All torch work (batches, weight loads, the profiler) runs on that same thread: the
+profiler (Kineto) must start and stop on the thread that runs the model.
 
 Control calls mirror upstream's vLLM server (``wake_up``, ``sleep``, ``clear_kv_cache``,
 ``set_global_steps``, ``abort_all_requests``, ``resume_generation``, ``abort_request``,
@@ -16,6 +18,7 @@ import asyncio
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 import torch
@@ -50,7 +53,7 @@ def load_causal_lm(model_path: str, dtype: str = "float32"):
 class HFRolloutServer:
     """One rollout replica's server. Created by ``HFReplica`` as a named Ray actor."""
 
-    def __init__(self, config, model_config, replica_rank: int, profile_dir: Optional[str] = None):
+    def __init__(self, config, model_config, replica_rank: int):
         from verl.utils import hf_tokenizer
 
         self.config = config
@@ -58,6 +61,7 @@ class HFRolloutServer:
         self.replica_rank = replica_rank
         self.global_steps: Optional[int] = None
         model_path = model_config.local_path if getattr(model_config, "local_path", None) else model_config.path
+        self._torch_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-rollout")
         torch.set_num_threads(THREADS)
         torch.manual_seed(int(getattr(config, "seed", 0)) + replica_rank)
         tokenizer = hf_tokenizer(model_path, trust_remote_code=False)
@@ -80,8 +84,7 @@ class HFRolloutServer:
         self._gate_open = True
         self._reject = False
         self._gate: Optional[asyncio.Event] = None
-        self._profile_dir = profile_dir
-        self._profiler = None
+        self._init_profiler()
         self.stats = {"batches": 0, "requests": 0, "generated_tokens": 0, "busy_s": 0.0}
 
     # ------------------------------------------------------------------ generation
@@ -155,6 +158,9 @@ class HFRolloutServer:
             extra_fields=self._extra(finish_reason=result.finish_reason),
         )
 
+    async def _on_torch_thread(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._torch_thread, fn, *args)
+
     def _extra(self, **more) -> dict[str, Any]:
         return {"global_steps": self.global_steps, **more}
 
@@ -176,7 +182,7 @@ class HFRolloutServer:
                     continue
                 started = time.perf_counter()
                 try:
-                    results = await asyncio.to_thread(self.engine.generate, [r for r, _ in live])
+                    results = await self._on_torch_thread(self.engine.generate, [r for r, _ in live])
                 except Exception as exc:  # surface to every caller instead of hanging them
                     logger.exception("hf rollout batch failed")
                     for _, future in live:
@@ -193,7 +199,7 @@ class HFRolloutServer:
 
     # ------------------------------------------------------------------ weights and memory
     async def update_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
-        return await asyncio.to_thread(self.engine.load_weights, named_tensors)
+        return await self._on_torch_thread(self.engine.load_weights, named_tensors)
 
     async def set_global_steps(self, global_steps: int):
         self.global_steps = global_steps
@@ -246,22 +252,52 @@ class HFRolloutServer:
     def get_server_address(self) -> tuple[str, int]:
         return (f"hf-replica-{self.replica_rank}", 0)
 
+    def _init_profiler(self) -> None:
+        """Rollout profiling as upstream's vLLM server does it: ``rollout.profiler`` decides
+        whether this replica is traced (enable, ranks/all_ranks mapped to replicas, discrete
+        mode); the ``torch`` tool records a ``torch.profiler`` Chrome trace per profiled step
+        into upstream's per-replica directory under ``save_path``."""
+        from verl.utils.config import omega_conf_to_dataclass
+        from verl.utils.profiler.profile import build_rollout_dist_profiler
+
+        self._profiler = None
+        self._profile_step = None
+        profiler_config = getattr(self.config, "profiler", None)
+        tool_config = None
+        if profiler_config is not None and getattr(profiler_config, "tool", None) == "torch":
+            tool_config = omega_conf_to_dataclass((profiler_config.tool_config or {}).get("torch"))
+        elif profiler_config is not None and getattr(profiler_config, "enable", False):
+            logger.warning("hf rollout profiles with tool=torch only, got %r", getattr(profiler_config, "tool", None))
+            profiler_config = None
+        self._profiler_config = profiler_config
+        self.profiler_controller = build_rollout_dist_profiler(
+            self.replica_rank, 1, config=profiler_config, tool_config=tool_config
+        )
+
+    def _should_profile(self) -> bool:
+        c = self.profiler_controller
+        return self._profiler_config is not None and c.check_enable() and c.check_this_rank() and c.is_discrete_mode()
+
     async def start_profile(self, **kwargs):
-        if not self._profile_dir or self._profiler is not None:
+        if self._profiler is not None or not self._should_profile():
             return
-        self._profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=False)
-        self._profiler.__enter__()
+        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=False)
+        await self._on_torch_thread(profiler.__enter__)
+        self._profiler = profiler
         self._profile_step = kwargs.get("profile_step", self.global_steps)
 
     async def stop_profile(self):
         if self._profiler is None:
             return
+        from verl.utils.profiler.config import rollout_trace_dir
+
         profiler, self._profiler = self._profiler, None
-        profiler.__exit__(None, None, None)
-        os.makedirs(self._profile_dir, exist_ok=True)
-        path = os.path.join(self._profile_dir, f"rollout_replica{self.replica_rank}_step{self._profile_step}.json")
+        await self._on_torch_thread(profiler.__exit__, None, None, None)
+        out_dir = rollout_trace_dir(self._profiler_config, self.replica_rank)
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, f"hf_rollout_step{self._profile_step}_rank{self.replica_rank}.json")
         tmp = path + ".tmp"
-        profiler.export_chrome_trace(tmp)
+        await self._on_torch_thread(profiler.export_chrome_trace, tmp)
         os.replace(tmp, path)
 
 

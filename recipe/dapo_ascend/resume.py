@@ -1,0 +1,522 @@
+"""Resume after a crash (even ``kill -9``) with nothing lost and nothing counted twice.
+
+Upstream verl 0.9.1 checkpoints every ``trainer.save_freq`` steps into
+``<default_local_dir>/global_step_<N>/`` (actor shards from every rank, then the dataloader
+state ``data.pt``) and, last, writes ``latest_checkpointed_iteration.txt``; with
+``trainer.resume_mode=auto`` a restart loads the step named there. Four gaps remain, each closed
+here without touching upstream's checkpoint code:
+
+1. The tracker is rewritten in place (``open("w")``): a kill during that write leaves an empty
+   file and the next start dies in ``int("")``; with ``max_actor_ckpt_to_keep=1`` the previous
+   checkpoint's shards are deleted before the tracker moves on. Nothing in a step folder says
+   whether its write finished.
+   -> ``CheckpointJournalMixin`` (mixed into the recipe's trainer) writes a completion marker
+   ``verl_ascend_complete.json`` (every file and its size) once a checkpoint is written *and*
+   its step's metrics are logged; ``prepare_run`` (the entry point, before Ray starts) picks the
+   checkpoint to resume from among marked, intact folders only, rewrites the tracker atomically,
+   and renames interrupted folders to ``global_step_<N>.incomplete``.
+2. The file logger opens ``$VERL_FILE_LOGGER_PATH`` with mode ``"wb"``: every restart erased
+   the metrics of the steps already trained. -> ``prepare_run`` keeps the records of steps up to
+   the resumed one and drops those of steps that will be trained again, and the trainer appends
+   (``install_metrics_append``, the one runtime patch here).
+3. Which prompts a step consumed was not recorded. -> the trainer appends the dataset ``index``
+   of every prompt it takes from the dataloader to ``prompts.jsonl`` (trimmed like the metrics),
+   so "no prompt skipped or repeated across a crash" can be checked.
+4. Where a run is: ``status.json`` holds the current step and phase (rollout, update_actor,
+   save_checkpoint, finished), rewritten atomically at each phase change.
+
+Files of a run (``<run dir>`` = ``$VERL_ASCEND_OUTPUT_DIR/<experiment_name>``): ``metrics.jsonl``,
+``prompts.jsonl``, ``status.json``, ``resume.jsonl`` (one line per start: what was picked and why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+MARKER = "verl_ascend_complete.json"
+TRACKER = "latest_checkpointed_iteration.txt"
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+INCOMPLETE_SUFFIX = ".incomplete"
+
+# Environment shared by the driver and the trainer (exported to every Ray worker).
+ENV_RUN_DIR = "VERL_ASCEND_RUN_DIR"
+ENV_METRICS_APPEND = "VERL_ASCEND_METRICS_APPEND"
+
+PROMPTS_FILE = "prompts.jsonl"
+STATUS_FILE = "status.json"
+RESUME_LOG = "resume.jsonl"
+
+
+def _log(message: str) -> None:
+    print(f"[verl-ascend] resume: {message}", flush=True)
+
+
+# ----------------------------------------------------------------------------- atomic files
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Write ``path`` so that a reader (or a restart after a kill) sees the old or the new bytes."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def append_jsonl(path: str, record: dict) -> None:
+    """One ``write`` per record on an ``O_APPEND`` file: a kill leaves whole lines (or a torn last one)."""
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """Records of a JSON-lines file; a torn or garbled line (a kill mid-write) is dropped."""
+    if not os.path.exists(path):
+        return []
+    records = []
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def trim_jsonl(path: str, max_step: int) -> tuple[int, int]:
+    """Keep the records whose ``step`` is <= ``max_step`` (atomically); returns (kept, dropped)."""
+    if not os.path.exists(path):
+        return 0, 0
+    with open(path, "rb") as f:
+        lines = f.read().splitlines()
+    kept, dropped = [], 0
+    for line in lines:
+        try:
+            record = json.loads(line)
+            step = int(record["step"])
+        except (ValueError, KeyError, TypeError):
+            dropped += 1
+            continue
+        if step <= max_step:
+            kept.append(line + b"\n")
+        else:
+            dropped += 1
+    write_atomic(path, b"".join(kept))
+    return len(kept), dropped
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def step_dirs(root: str) -> dict[int, str]:
+    """``{step: path}`` of every ``global_step_<N>`` folder under ``root``."""
+    if not os.path.isdir(root):
+        return {}
+    found = {}
+    for name in os.listdir(root):
+        match = STEP_DIR.match(name)
+        path = os.path.join(root, name)
+        if match and os.path.isdir(path):
+            found[int(match.group(1))] = path
+    return found
+
+
+def read_tracker(root: str) -> tuple[Optional[int], Optional[str]]:
+    """(step, None) or (None, why unusable) for ``latest_checkpointed_iteration.txt``."""
+    path = os.path.join(root, TRACKER)
+    if not os.path.exists(path):
+        return None, "absent"
+    try:
+        with open(path, "rb") as f:
+            raw = f.read().decode().strip()
+        return int(raw), None
+    except (ValueError, UnicodeDecodeError, OSError) as exc:
+        return None, f"unreadable ({exc})"
+
+
+def list_files(folder: str) -> dict[str, int]:
+    """``{relative path: size}`` of every file under ``folder`` except the marker."""
+    files = {}
+    for dirpath, _dirnames, filenames in os.walk(folder):
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, folder)
+            if rel == MARKER or ".tmp." in name:
+                continue
+            try:
+                files[rel] = os.path.getsize(full)
+            except OSError:
+                continue
+    return dict(sorted(files.items()))
+
+
+def write_marker(folder: str, step: int, extra: Optional[dict] = None) -> dict:
+    """Declare ``folder`` complete: written last, atomically, listing every file and its size."""
+    marker = {"step": int(step), "files": list_files(folder), "time": time.time(), **(extra or {})}
+    write_atomic(os.path.join(folder, MARKER), json.dumps(marker, indent=1).encode())
+    return marker
+
+
+def remove_marker(folder: str) -> None:
+    try:
+        os.remove(os.path.join(folder, MARKER))
+    except FileNotFoundError:
+        pass
+
+
+def verify_marked(folder: str, step: int) -> Optional[str]:
+    """None if ``folder`` carries a valid marker and every file it lists is intact, else why not."""
+    path = os.path.join(folder, MARKER)
+    if not os.path.exists(path):
+        return f"no {MARKER} (its write never finished)"
+    try:
+        with open(path, "rb") as f:
+            marker = json.loads(f.read())
+        files = marker["files"]
+        marked_step = int(marker["step"])
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        return f"{MARKER} is unreadable ({exc})"
+    if marked_step != step:
+        return f"{MARKER} names step {marked_step}, not {step}"
+    if "data.pt" not in files:
+        return f"{MARKER} lists no data.pt"
+    for rel, size in files.items():
+        full = os.path.join(folder, rel)
+        if not os.path.isfile(full):
+            return f"{rel} is missing"
+        if os.path.getsize(full) != size:
+            return f"{rel} has {os.path.getsize(full)} bytes, {size} expected"
+    return None
+
+
+def verify_unmarked(folder: str, world_size: int, save_contents: Iterable[str]) -> Optional[str]:
+    """For checkpoints written without the marker (another trainer): every expected file exists."""
+    if not os.path.isfile(os.path.join(folder, "data.pt")):
+        return "data.pt is missing"
+    prefixes = {"model": "model", "optimizer": "optim", "extra": "extra_state"}
+    for content in save_contents:
+        prefix = prefixes.get(content)
+        if prefix is None:
+            continue
+        for rank in range(world_size):
+            name = f"{prefix}_world_size_{world_size}_rank_{rank}.pt"
+            if not os.path.isfile(os.path.join(folder, "actor", name)):
+                return f"actor/{name} is missing"
+    return None
+
+
+@dataclass
+class Selection:
+    step: int  # 0 = start from scratch
+    path: Optional[str]
+    rejected: dict[int, str] = field(default_factory=dict)  # step -> why not usable
+    tracker_step: Optional[int] = None
+    tracker_problem: Optional[str] = None
+    marked: bool = True
+
+
+def select_checkpoint(root: str, world_size: int = 1, save_contents: Iterable[str] = ("model",)) -> Selection:
+    """The checkpoint ``resume_mode=auto`` should load.
+
+    The tracker's checkpoint if it is complete; otherwise the newest complete one before it
+    (any complete one if the tracker is unreadable). Complete = marked and intact; when no
+    folder under ``root`` carries a marker (written by a trainer without the journal), every
+    expected shard file and ``data.pt`` must exist instead.
+    """
+    dirs = step_dirs(root)
+    tracker_step, tracker_problem = read_tracker(root)
+    marked = any(os.path.exists(os.path.join(p, MARKER)) for p in dirs.values())
+    rejected = {}
+    complete = []
+    for step, path in sorted(dirs.items()):
+        why = verify_marked(path, step) if marked else verify_unmarked(path, world_size, save_contents)
+        if why is None:
+            complete.append(step)
+        else:
+            rejected[step] = why
+    if tracker_step is not None and tracker_step in complete:
+        chosen = tracker_step
+    else:
+        limit = tracker_step if tracker_step is not None else float("inf")
+        older = [s for s in complete if s < limit]
+        chosen = max(older) if older else 0
+        if tracker_step is not None and tracker_step not in dirs:
+            rejected.setdefault(tracker_step, "named by the tracker but absent")
+    return Selection(
+        step=chosen,
+        path=dirs.get(chosen),
+        rejected=rejected,
+        tracker_step=tracker_step,
+        tracker_problem=tracker_problem,
+        marked=marked,
+    )
+
+
+def quarantine(path: str) -> str:
+    """Rename an interrupted checkpoint folder out of upstream's way; returns the new name."""
+    target = path + INCOMPLETE_SUFFIX
+    n = 1
+    while os.path.exists(target):
+        n += 1
+        target = f"{path}{INCOMPLETE_SUFFIX}{n}"
+    os.replace(path, target)
+    return target
+
+
+def repair_checkpoints(root: str, world_size: int = 1, save_contents: Iterable[str] = ("model",)) -> Selection:
+    """Make ``root`` say exactly what ``select_checkpoint`` picked: tracker rewritten atomically
+    (removed when starting from scratch), interrupted folders newer than the pick renamed away."""
+    selection = select_checkpoint(root, world_size, save_contents)
+    for step, path in step_dirs(root).items():
+        if step > selection.step and step in selection.rejected:
+            new = quarantine(path)
+            _log(f"{os.path.basename(path)} is incomplete ({selection.rejected[step]}); moved to {os.path.basename(new)}")
+    tracker = os.path.join(root, TRACKER)
+    if selection.step > 0:
+        if selection.tracker_step != selection.step:
+            write_atomic(tracker, str(selection.step).encode())
+    elif os.path.exists(tracker):
+        os.replace(tracker, tracker + ".invalid")
+    return selection
+
+
+# ----------------------------------------------------------------------------- driver side
+def run_dir_for(config, metrics_path: Optional[str]) -> str:
+    if metrics_path:
+        return os.path.dirname(os.path.abspath(metrics_path))
+    out = os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs")
+    return os.path.abspath(os.path.join(out, str(config.trainer.experiment_name)))
+
+
+def prepare_run(config, metrics_path: Optional[str] = None) -> int:
+    """Driver side, before Ray starts: decide where the run resumes and make every file agree.
+
+    Returns the step training resumes after (0 = from scratch). Mutates ``config`` only to make
+    ``trainer.default_local_dir`` absolute (Ray workers may run in another directory), and
+    exports the run directory and the metrics-append switch to every worker.
+    """
+    from omegaconf import open_dict
+
+    from recipe.dapo_ascend.main_dapo import default_metrics_path, export_to_workers
+    from recipe.dapo_ascend.preflight import PreflightError
+
+    trainer = config.trainer
+    loggers = trainer.get("logger", []) or []
+    if metrics_path is None and "file" in ([loggers] if isinstance(loggers, str) else loggers):
+        # The same path the entry point hands upstream's file logger.
+        metrics_path = os.environ.setdefault("VERL_FILE_LOGGER_PATH", default_metrics_path(config))
+    root = os.path.abspath(os.path.expanduser(str(trainer.default_local_dir)))
+    with open_dict(config):
+        trainer.default_local_dir = root
+    run_dir = run_dir_for(config, metrics_path)
+    os.makedirs(run_dir, exist_ok=True)
+
+    world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
+    save_contents = list(config.actor_rollout_ref.actor.checkpoint.get("save_contents", ["model"]) or [])
+    mode = str(trainer.get("resume_mode", "auto"))
+    record: dict[str, Any] = {"time": time.time(), "resume_mode": mode, "checkpoint_dir": root}
+    if mode == "disable":
+        step = 0
+    elif mode == "resume_path":
+        path = os.path.abspath(os.path.expanduser(str(trainer.resume_from_path)))
+        match = STEP_DIR.match(os.path.basename(path.rstrip("/")))
+        if not match or not os.path.isdir(path):
+            raise PreflightError(
+                f"trainer.resume_from_path={path!r} is not an existing global_step_<N> checkpoint folder"
+            )
+        step = int(match.group(1))
+        marked = os.path.exists(os.path.join(path, MARKER))
+        why = verify_marked(path, step) if marked else verify_unmarked(path, world_size, save_contents)
+        if why is not None:
+            raise PreflightError(f"trainer.resume_from_path={path!r} is not a complete checkpoint: {why}")
+    else:
+        selection = repair_checkpoints(root, world_size, save_contents)
+        step = selection.step
+        record.update(
+            tracker_step=selection.tracker_step,
+            tracker_problem=selection.tracker_problem,
+            rejected={str(k): v for k, v in selection.rejected.items()},
+        )
+        if selection.tracker_problem and selection.tracker_problem != "absent":
+            _log(f"{TRACKER} is {selection.tracker_problem}")
+        if step:
+            _log(f"resuming after step {step} from {selection.path}")
+        elif selection.rejected:
+            _log(f"no complete checkpoint in {root}: training starts from step 1")
+    record["resume_step"] = step
+
+    # Metrics and the prompt ledger describe the run as if it had never stopped: the records of
+    # steps that will be trained again are dropped, the trainer appends from there on.
+    kept_dropped = {}
+    for name, path in (("metrics", metrics_path), ("prompts", os.path.join(run_dir, PROMPTS_FILE))):
+        if path:
+            kept_dropped[name] = trim_jsonl(path, step)
+    if step and kept_dropped.get("metrics"):
+        kept, dropped = kept_dropped["metrics"]
+        _log(f"{metrics_path}: kept {kept} records up to step {step}, dropped {dropped}")
+    record["trimmed"] = kept_dropped
+    append_jsonl(os.path.join(run_dir, RESUME_LOG), record)
+
+    env = {ENV_RUN_DIR: run_dir, ENV_METRICS_APPEND: "1"}
+    if metrics_path:
+        # Nodes started with `ray start` do not inherit the driver's environment: without this
+        # the trainer's file logger writes to ./<project>/<experiment>.jsonl on its own node.
+        env["VERL_FILE_LOGGER_PATH"] = os.path.abspath(metrics_path)
+    export_to_workers(config, env)
+    return step
+
+
+# ----------------------------------------------------------------------------- trainer side
+def install_metrics_append() -> bool:
+    """Runtime patch: upstream's ``FileLogger`` appends to ``$VERL_FILE_LOGGER_PATH`` instead of
+    truncating it (``open(path, "wb")`` in verl 0.9.1 ``utils/tracking.py``).
+
+    Switched on by ``VERL_ASCEND_METRICS_APPEND=1`` (set by the recipe's entry point after it has
+    trimmed the file to the resumed step); installed in the process that builds ``Tracking``.
+    Remove when upstream's FileLogger appends (``tests/recipe/test_resume.py`` fails then).
+    """
+    if os.environ.get(ENV_METRICS_APPEND, "0") != "1":
+        return False
+    from verl.utils import tracking
+
+    if getattr(tracking.FileLogger, "_verl_ascend_appends", False):
+        return True
+    upstream = tracking.FileLogger
+
+    class AppendingFileLogger(upstream):
+        _verl_ascend_appends = True
+
+        def __init__(self, project_name: str, experiment_name: str):
+            path = os.environ.get("VERL_FILE_LOGGER_PATH")
+            if not path:
+                super().__init__(project_name, experiment_name)
+                return
+            self.project_name = project_name
+            self.experiment_name = experiment_name
+            self.filepath = path
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            print(f"Appending file logger at {os.path.abspath(path)}")
+            self.fp = open(path, "ab", buffering=0)
+
+    AppendingFileLogger.__name__ = upstream.__name__
+    AppendingFileLogger.__qualname__ = upstream.__qualname__
+    tracking.FileLogger = AppendingFileLogger
+    return True
+
+
+def _ints(value) -> list:
+    if value is None:
+        return []
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    elif hasattr(value, "data") and not isinstance(value, (list, tuple)):
+        value = value.data
+    if not isinstance(value, (list, tuple)):
+        value = [value]
+    out = []
+    for v in value:
+        v = getattr(v, "data", v)
+        try:
+            out.append(int(v))
+        except (TypeError, ValueError):
+            out.append(str(v))
+    return out
+
+
+class CheckpointJournalMixin:
+    """Mixed into the recipe's trainer (before upstream's trainer class in the bases).
+
+    - marks a checkpoint complete once its files are written and its step's metrics logged;
+    - appends the ``index`` of every prompt taken from the dataloader to ``prompts.jsonl``;
+    - keeps ``status.json`` (step, phase) current;
+    - appends metrics instead of truncating them (``install_metrics_append``).
+    """
+
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(config, *args, **kwargs)
+        self._journal_dir = os.environ.get(ENV_RUN_DIR) or None
+        self._pending_marker: Optional[tuple[str, int]] = None
+        install_metrics_append()
+
+    # -- status and prompt ledger ------------------------------------------------------------
+    def _journal_status(self, phase: str, step: Optional[int] = None) -> None:
+        if not self._journal_dir:
+            return
+        step = int(getattr(self, "global_steps", 0)) if step is None else step
+        status = {"step": step, "phase": phase, "pid": os.getpid(), "time": time.time()}
+        try:
+            write_atomic(os.path.join(self._journal_dir, STATUS_FILE), json.dumps(status).encode())
+        except OSError:
+            pass
+
+    def _fetch_one_gen_batch(self):
+        batch = super()._fetch_one_gen_batch()
+        if self._journal_dir:
+            index = batch.get("index", None) if hasattr(batch, "get") else None
+            append_jsonl(
+                os.path.join(self._journal_dir, PROMPTS_FILE),
+                {"step": int(self.global_steps), "index": _ints(index)},
+            )
+        return batch
+
+    def on_sample_begin(self):
+        self._journal_status("rollout")
+        return super().on_sample_begin()
+
+    def _update_actor(self, batch, metrics):
+        self._journal_status("update_actor")
+        return super()._update_actor(batch, metrics)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _save_checkpoint(self):
+        self._journal_status("save_checkpoint")
+        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+        # Saving into a folder that already exists (a rolled-back tracker) must not leave its old
+        # marker vouching for files being rewritten.
+        remove_marker(folder)
+        super()._save_checkpoint()
+        if self.config.actor_rollout_ref.actor.get("checkpoint", {}).get("async_save", False):
+            return  # upstream writes no tracker either: nothing is known to be complete
+        self._pending_marker = (folder, int(self.global_steps))
+
+    def _commit_checkpoint(self) -> None:
+        """Called once the step that saved the checkpoint has logged its metrics."""
+        if self._pending_marker is None:
+            return
+        folder, step = self._pending_marker
+        self._pending_marker = None
+        write_marker(folder, step)
+
+    def on_step_begin(self):
+        self._commit_checkpoint()
+        self._journal_status("step_begin")
+        return super().on_step_begin()
+
+    def fit(self, *args, **kwargs):
+        result = super().fit(*args, **kwargs)
+        self._commit_checkpoint()
+        # Upstream's counter ends one past the last step it trained.
+        self._journal_status("finished", step=int(getattr(self, "global_steps", 1)) - 1)
+        return result

@@ -1,0 +1,256 @@
+"""Rollout watchdog: a dead or wedged rollout server fails the step with a clear error, never a hang.
+
+Upstream verl 0.9.1 (V1 sync trainer) dispatches prompts to the agent loop fire-and-forget and
+then polls TransferQueue every 2 s until enough prompt groups are finished
+(``ReplayBuffer.sample``), with no deadline. When a rollout server dies mid-generation the
+agent loop marks the groups it served as failed, and the step then either ends in an unrelated
+message ("selected terminal groups with no materializable trajectories"), trains on the groups
+that happened to finish and fails later pushing weights to the dead actor, or -- with
+``trainer.v1.sampler.sync_refill_failed_groups=true`` -- refills the failed prompts forever. A
+server that is alive but stuck (hung kernel, deadlock, stopped process) is polled forever.
+
+``RolloutWatchdogMixin`` (mixed into the recipe's trainer) wraps the trainer's own replay-buffer
+instance, no upstream code is patched:
+
+- each poll pings every rollout server (non-blocking); a server whose actor died fails the step
+  at once with ``RolloutServerDiedError`` naming the replica, its address and the step;
+- if no prompt group and no trajectory changed state for ``fault_tolerance.rollout_timeout_s``
+  seconds, the step fails with ``RolloutStalledError`` giving the counts (pending, running,
+  finished, failed) and which servers did not answer a ping;
+- after the batch is sampled, and if pushing the new weights fails, the servers are checked
+  again so a death between polls is reported as such, not as a downstream symptom.
+
+There are no retries: a failed step ends the run with a non-zero exit and the clear error, and
+running the same command again resumes from the last complete checkpoint (``resume.py``).
+
+Config (top-level section of the recipe's configs, defaults in ``DEFAULTS``)::
+
+    fault_tolerance:
+      rollout_timeout_s: 1800   # no rollout progress for this long fails the step; 0 = off
+      server_ping_timeout_s: 60 # a ping unanswered this long marks a server unresponsive
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+logger = logging.getLogger(__name__)
+
+DEFAULTS = {"rollout_timeout_s": 1800.0, "server_ping_timeout_s": 60.0}
+
+
+class RolloutFailure(RuntimeError):
+    """Base of the watchdog's errors."""
+
+
+class RolloutServerDiedError(RolloutFailure):
+    pass
+
+
+class RolloutStalledError(RolloutFailure):
+    pass
+
+
+def settings(config) -> dict[str, float]:
+    from omegaconf import OmegaConf
+
+    out = {}
+    for key, default in DEFAULTS.items():
+        value = OmegaConf.select(config, f"fault_tolerance.{key}", default=default)
+        out[key] = float(value) if value is not None else 0.0
+    return out
+
+
+class RolloutWatchdog:
+    """Watches the rollout servers of one trainer while its replay buffer waits for rollouts."""
+
+    def __init__(self, servers_fn, rollout_timeout_s: float, ping_timeout_s: float, clock=time.monotonic):
+        self._servers_fn = servers_fn  # () -> list[(label, actor handle)]
+        self.rollout_timeout_s = rollout_timeout_s
+        self.ping_timeout_s = ping_timeout_s
+        self._clock = clock
+        self._pings: dict[str, tuple[Any, float]] = {}
+        self._signature: Optional[tuple] = None
+        self._last_progress = clock()
+        self._step: Optional[int] = None
+        self._partition = "train"
+
+    # -- servers --------------------------------------------------------------------------------
+    def servers(self) -> list[tuple[str, Any]]:
+        try:
+            return list(self._servers_fn())
+        except Exception as exc:  # no manager yet (still initialising)
+            logger.debug("rollout watchdog: no servers yet: %s", exc)
+            return []
+
+    def poll_servers(self, wait_s: float = 0.0) -> tuple[dict[str, str], dict[str, float]]:
+        """Ping every server without blocking (up to ``wait_s`` for answers).
+
+        Returns ``(dead, silent)``: ``{label: error}`` for servers whose actor died and
+        ``{label: seconds}`` for pings still unanswered.
+        """
+        import ray
+
+        now = self._clock()
+        servers = self.servers()
+        for label, handle in servers:
+            if label not in self._pings:
+                self._pings[label] = (handle.__ray_ready__.remote(), now)
+        refs = [ref for ref, _ in self._pings.values()]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=wait_s)
+        dead, silent = {}, {}
+        for label, (ref, sent) in list(self._pings.items()):
+            ready, _ = ray.wait([ref], timeout=0)
+            if not ready:
+                silent[label] = self._clock() - sent
+                continue
+            del self._pings[label]
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                dead[label] = _first_line(exc)
+            except Exception as exc:  # the ping itself failed: treat as dead, say why
+                dead[label] = f"{type(exc).__name__}: {_first_line(exc)}"
+        return dead, silent
+
+    def dead_servers(self, wait_s: float = 5.0) -> dict[str, str]:
+        dead, _ = self.poll_servers(wait_s=wait_s)
+        return dead
+
+    # -- progress -------------------------------------------------------------------------------
+    def begin(self, step: Optional[int], partition_id: str) -> None:
+        self._step, self._partition = step, partition_id
+        self._signature = None
+        self._last_progress = self._clock()
+
+    @staticmethod
+    def _counts(replay_buffer, partition_id: str) -> dict[str, int]:
+        return {
+            "pending": len(replay_buffer.pending_keys[partition_id]),
+            "running": len(replay_buffer.running_keys[partition_id]),
+            "finished": len(replay_buffer.finished_keys[partition_id]),
+            "failed": len(replay_buffer.failure_keys[partition_id]),
+            "trajectories": len(replay_buffer.partitions[partition_id]),
+        }
+
+    def check(self, replay_buffer, partition_id: str) -> None:
+        """Called at every poll of the replay buffer; raises when the rollout cannot finish."""
+        counts = self._counts(replay_buffer, partition_id)
+        signature = tuple(sorted(counts.items()))
+        now = self._clock()
+        if signature != self._signature:
+            self._signature = signature
+            self._last_progress = now
+        dead, silent = self.poll_servers()
+        if dead:
+            raise RolloutServerDiedError(self._died_message(dead, counts))
+        stalled = now - self._last_progress
+        if self.rollout_timeout_s > 0 and stalled >= self.rollout_timeout_s:
+            unresponsive = {k: v for k, v in silent.items() if v >= min(self.ping_timeout_s, stalled)}
+            raise RolloutStalledError(
+                f"{self._where()}: no rollout progress for {stalled:.0f} s "
+                f"(fault_tolerance.rollout_timeout_s={self.rollout_timeout_s:g}); {_fmt_counts(counts)}; "
+                + (
+                    "rollout servers not answering a ping: "
+                    + ", ".join(f"{k} (silent {v:.0f} s)" for k, v in sorted(unresponsive.items()))
+                    if unresponsive
+                    else "every rollout server answers pings (generation itself is stuck or too slow)"
+                )
+            )
+
+    def _where(self) -> str:
+        part = "" if self._partition == "train" else f" ({self._partition})"
+        return f"step {self._step}{part}" if self._step is not None else f"rollout{part}"
+
+    def _died_message(self, dead: dict[str, str], counts: Optional[dict] = None) -> str:
+        names = ", ".join(f"{label} [{why}]" for label, why in sorted(dead.items()))
+        tail = f"; {_fmt_counts(counts)}" if counts else ""
+        return (
+            f"{self._where()}: rollout server died during generation: {names}{tail}. The step is abandoned; "
+            "run the same command again to resume from the last complete checkpoint."
+        )
+
+    def raise_if_dead(self, cause: Optional[BaseException] = None, wait_s: float = 5.0) -> None:
+        dead = self.dead_servers(wait_s=wait_s)
+        if dead:
+            raise RolloutServerDiedError(self._died_message(dead)) from cause
+
+    # -- wiring ---------------------------------------------------------------------------------
+    def attach(self, replay_buffer) -> None:
+        """Wrap this replay-buffer *instance*'s ``sample`` and poll wait (the class is untouched)."""
+        sample, wait = replay_buffer.sample, replay_buffer._wait_for_next_poll
+        watchdog = self
+
+        def watched_sample(*args, **kwargs):
+            global_steps = kwargs.get("global_steps", args[0] if args else None)
+            partition_id = kwargs.get("partition_id", args[1] if len(args) > 1 else "train")
+            watchdog.begin(global_steps, partition_id)
+            try:
+                result = sample(*args, **kwargs)
+            except RolloutFailure:
+                raise
+            except Exception as exc:
+                watchdog.raise_if_dead(cause=exc)
+                raise
+            watchdog.raise_if_dead(wait_s=2.0)
+            return result
+
+        def watched_wait(partition_id, last_debug_time):
+            watchdog.check(replay_buffer, partition_id)
+            return wait(partition_id, last_debug_time)
+
+        replay_buffer.sample = watched_sample
+        replay_buffer._wait_for_next_poll = watched_wait
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _fmt_counts(counts: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def rollout_servers(trainer) -> list[tuple[str, Any]]:
+    """``(label, handle)`` of every rollout server of ``trainer``'s LLM server managers."""
+    out = []
+    for manager in trainer._rollout_server_managers():
+        for replica in manager.get_replicas():
+            address = getattr(replica, "_server_address", None)
+            for i, handle in enumerate(getattr(replica, "servers", None) or []):
+                label = f"replica {replica.replica_rank}"
+                if len(replica.servers) > 1:
+                    label += f" server {i}"
+                if address:
+                    label += f" ({address})"
+                out.append((label, handle))
+    return out
+
+
+class RolloutWatchdogMixin:
+    """Mixed into the recipe's trainer (before upstream's trainer class in the bases)."""
+
+    def _build_replay_buffer(self):
+        replay_buffer = super()._build_replay_buffer()
+        cfg = settings(self.config)
+        self._rollout_watchdog = RolloutWatchdog(
+            lambda: rollout_servers(self), cfg["rollout_timeout_s"], cfg["server_ping_timeout_s"]
+        )
+        self._rollout_watchdog.attach(replay_buffer)
+        return replay_buffer
+
+    def on_step_end(self):
+        try:
+            return super().on_step_end()
+        except RolloutFailure:
+            raise
+        except Exception as exc:  # pushing weights to a dead server fails here
+            watchdog = getattr(self, "_rollout_watchdog", None)
+            if watchdog is not None:
+                watchdog.begin(getattr(self, "global_steps", None), "train")
+                watchdog.raise_if_dead(cause=exc)
+            raise

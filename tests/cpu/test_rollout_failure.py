@@ -1,0 +1,168 @@
+"""A rollout server that dies (or wedges) mid-generation fails the step with a clear error -- never a hang.
+
+- End to end: the tiny CPU recipe's ``hf`` rollout server process is SIGKILLed while step 1 is
+  generating; the run must exit non-zero, naming the dead server and the step.
+- The watchdog on toy Ray actors: a killed actor is reported at the next poll; a stopped one
+  (SIGSTOP: alive, silent) fails the wait after ``rollout_timeout_s`` without progress, and the
+  error lists the silent server; progress resets the clock.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import defaultdict
+
+import psutil
+import pytest
+
+from recipe.dapo_ascend import resume
+from recipe.dapo_ascend.watchdog import RolloutServerDiedError, RolloutStalledError, RolloutWatchdog
+from tests.recipe.fault_helpers import RecipeRun, read_json, recipe_env, session_processes
+
+
+# ----------------------------------------------------------------------------- toy cluster
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeReplayBuffer:
+    """The attributes the watchdog reads from upstream's ``ReplayBuffer`` (per partition)."""
+
+    def __init__(self):
+        self.pending_keys = defaultdict(set)
+        self.running_keys = defaultdict(set)
+        self.finished_keys = defaultdict(set)
+        self.failure_keys = defaultdict(set)
+        self.partitions = defaultdict(dict)
+        self.polls = 0
+
+    def _wait_for_next_poll(self, partition_id, last_debug_time):
+        self.polls += 1
+        return last_debug_time
+
+
+def _server_actor(ray):
+    @ray.remote(num_cpus=0)
+    class Server:
+        def pid(self):
+            return os.getpid()
+
+    handle = Server.remote()
+    return handle, ray.get(handle.pid.remote())
+
+
+def test_dead_server_is_reported_at_the_next_poll(ray_local):
+    handle, pid = _server_actor(ray_local)
+    rb = FakeReplayBuffer()
+    rb.running_keys["train"] = {"a", "b"}
+    dog = RolloutWatchdog(lambda: [("replica 0 (hf-replica-0)", handle)], rollout_timeout_s=600, ping_timeout_s=60)
+    dog.begin(7, "train")
+    dog.check(rb, "train")  # alive: nothing happens
+    os.kill(pid, signal.SIGKILL)
+    psutil.Process(pid).wait(timeout=30)
+    with pytest.raises(RolloutServerDiedError) as info:
+        for _ in range(200):  # Ray notices the death within a few polls
+            dog.check(rb, "train")
+            dog.poll_servers(wait_s=0.1)
+    message = str(info.value)
+    assert "step 7" in message and "replica 0 (hf-replica-0)" in message and "died during generation" in message
+    assert "running 2" in message
+
+
+def test_stalled_rollout_fails_after_the_timeout_and_names_the_silent_server(ray_local):
+    handle, pid = _server_actor(ray_local)
+    clock = FakeClock()
+    rb = FakeReplayBuffer()
+    rb.running_keys["train"] = {"a"}
+    dog = RolloutWatchdog(lambda: [("replica 0", handle)], rollout_timeout_s=30, ping_timeout_s=5, clock=clock)
+    os.kill(pid, signal.SIGSTOP)  # alive to Ray, answers nothing: a wedged server
+    try:
+        dog.attach(rb)
+        dog.begin(3, "train")
+        rb._wait_for_next_poll("train", 0.0)  # first poll: records the state
+        clock.now += 20
+        rb.finished_keys["train"] = {"a"}  # progress: the clock restarts
+        rb._wait_for_next_poll("train", 0.0)
+        clock.now += 29
+        rb._wait_for_next_poll("train", 0.0)  # 29 s without progress: still waiting
+        clock.now += 2
+        with pytest.raises(RolloutStalledError) as info:
+            rb._wait_for_next_poll("train", 0.0)
+        message = str(info.value)
+        assert "step 3: no rollout progress for 31 s" in message
+        assert "fault_tolerance.rollout_timeout_s=30" in message
+        assert "replica 0 (silent 31 s)" in message
+        assert rb.polls == 3  # the failing poll never reached upstream's sleep
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_sample_failure_is_explained_by_the_dead_server(ray_local):
+    """Upstream's own error (all groups failed) is re-raised as the server death that caused it."""
+    handle, pid = _server_actor(ray_local)
+    rb = FakeReplayBuffer()
+
+    def sample(global_steps, partition_id, batch_size):
+        os.kill(pid, signal.SIGKILL)
+        raise RuntimeError("Sync replay buffer selected terminal groups with no materializable trajectories.")
+
+    rb.sample = sample
+    dog = RolloutWatchdog(lambda: [("replica 0", handle)], rollout_timeout_s=600, ping_timeout_s=60)
+    dog.attach(rb)
+    with pytest.raises(RolloutServerDiedError) as info:
+        rb.sample(global_steps=2, partition_id="train", batch_size=4)
+    assert "step 2" in str(info.value)
+    assert "no materializable trajectories" in str(info.value.__cause__)
+
+
+# ----------------------------------------------------------------------------- the real recipe
+def _server_process(run: RecipeRun):
+    for proc in session_processes(run.sid):
+        try:
+            if proc.cmdline() and proc.cmdline()[0].startswith("ray::HFRolloutServer"):
+                return proc
+        except psutil.Error:
+            continue
+    return None
+
+
+def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_path):
+    out = tmp_path / "out"
+    run_dir = out / "dapo_tiny_cpu"
+    run = RecipeRun(["trainer.total_training_steps=2", "fault_tolerance.rollout_timeout_s=120"], recipe_env(tiny_dir, out), tmp_path / "run.log")
+    try:
+        status = run.wait_for(
+            lambda: (s := read_json(run_dir / resume.STATUS_FILE) or {}).get("phase") == "rollout" and s,
+            timeout=600,
+            poll_s=0.02,
+        )
+        assert status and status["step"] == 1, run.output()[-3000:]
+        server = _server_process(run)
+        assert server is not None, "no ray::HFRolloutServer process in the run's session"
+        server.kill()
+        # The run must end on its own (the watchdog), well before the stall timeout would.
+        rc = run.proc.wait(timeout=300)
+    finally:
+        run.kill_tree()
+    text = run.output()
+    assert rc != 0
+    assert "RolloutServerDiedError" in text and "step 1: rollout server died during generation: replica 0" in text, text[-4000:]
+    assert "run the same command again to resume" in text
+    metrics = run_dir / "metrics.jsonl"
+    assert not metrics.exists() or metrics.read_text() == ""  # the failed step logged nothing

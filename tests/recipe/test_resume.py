@@ -1,0 +1,263 @@
+"""Resume after ``kill -9`` with nothing lost: the tiny CPU recipe is killed mid-rollout,
+mid-update and mid-checkpoint-write, then run again with the same command each time.
+
+Checked on the real run (one module-scoped scenario, four starts of the same command):
+- every start resumes from the last *complete* checkpoint; the one whose write was interrupted
+  is never picked (it is renamed ``global_step_<N>.incomplete``);
+- the prompts the run took from the dataloader, by dataset ``index``, are exactly the sampler's
+  order: no prompt skipped or repeated across the kills;
+- the metrics file holds each training step once, 1..N, across the kills.
+Unit tests below pin the selection rules on hand-made checkpoint folders (truncated tracker,
+truncated shard, deleted shards, unmarked checkpoints) and the one runtime patch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from recipe.dapo_ascend import resume
+from tests.recipe.fault_helpers import RecipeRun, read_json, read_jsonl, recipe_env
+
+
+# ----------------------------------------------------------------------------- unit: selection
+def _checkpoint(root: Path, step: int, marked: bool = True, world: int = 1, data: bool = True) -> Path:
+    folder = root / f"global_step_{step}"
+    (folder / "actor").mkdir(parents=True)
+    for prefix in ("model", "optim", "extra_state"):
+        for rank in range(world):
+            (folder / "actor" / f"{prefix}_world_size_{world}_rank_{rank}.pt").write_bytes(b"x" * (100 + step))
+    if data:
+        (folder / "data.pt").write_bytes(b"d" * 10)
+    if marked:
+        resume.write_marker(str(folder), step)
+    return folder
+
+
+def _tracker(root: Path, text: str) -> None:
+    (root / resume.TRACKER).write_text(text)
+
+
+CONTENTS = ["model", "optimizer", "extra"]
+
+
+def test_tracker_checkpoint_used_when_complete(tmp_path):
+    for step in (1, 2, 3):
+        _checkpoint(tmp_path, step)
+    _tracker(tmp_path, "2")  # e.g. rolled back by hand: upstream's tracker is respected
+    sel = resume.select_checkpoint(str(tmp_path), 1, CONTENTS)
+    assert (sel.step, sel.rejected) == (2, {})
+
+
+def test_interrupted_write_is_never_picked(tmp_path):
+    _checkpoint(tmp_path, 1)
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 3, marked=False)  # killed before the marker: upstream may already say 3
+    _tracker(tmp_path, "3")
+    sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    assert sel.step == 2 and "no verl_ascend_complete.json" in sel.rejected[3]
+    assert (tmp_path / resume.TRACKER).read_text() == "2"
+    assert not (tmp_path / "global_step_3").exists() and (tmp_path / "global_step_3.incomplete").is_dir()
+    # Idempotent: a second start sees the same state.
+    assert resume.repair_checkpoints(str(tmp_path), 1, CONTENTS).step == 2
+
+
+def test_truncated_tracker_falls_back_to_newest_complete(tmp_path):
+    _checkpoint(tmp_path, 1)
+    _checkpoint(tmp_path, 2)
+    _tracker(tmp_path, "")  # killed inside upstream's open("w")/write: int("") would crash resume
+    sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    assert sel.step == 2 and sel.tracker_problem.startswith("unreadable")
+    assert (tmp_path / resume.TRACKER).read_text() == "2"
+
+
+def test_truncated_or_deleted_shards_are_rejected(tmp_path):
+    _checkpoint(tmp_path, 1)
+    two = _checkpoint(tmp_path, 2)
+    three = _checkpoint(tmp_path, 3)
+    with open(three / "actor" / "optim_world_size_1_rank_0.pt", "r+b") as f:
+        f.truncate(7)
+    # max_actor_ckpt_to_keep=1: upstream deletes the previous actor folder before the tracker moves.
+    for f in (two / "actor").iterdir():
+        f.unlink()
+    _tracker(tmp_path, "3")
+    sel = resume.select_checkpoint(str(tmp_path), 1, CONTENTS)
+    assert sel.step == 1
+    assert "7 bytes" in sel.rejected[3] and "missing" in sel.rejected[2]
+
+
+def test_nothing_complete_starts_from_scratch(tmp_path):
+    _checkpoint(tmp_path, 1, marked=False)
+    _checkpoint(tmp_path, 2, marked=True, data=False)  # marker lists no data.pt? rewrite below
+    (tmp_path / "global_step_2" / "data.pt").write_bytes(b"")  # present but not what the marker says
+    _tracker(tmp_path, "1")
+    sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    assert sel.step == 0
+    assert not (tmp_path / resume.TRACKER).exists() and (tmp_path / (resume.TRACKER + ".invalid")).exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("global_step")) == [
+        "global_step_1.incomplete",
+        "global_step_2.incomplete",
+    ]
+
+
+def test_unmarked_checkpoints_from_other_trainers_are_checked_file_by_file(tmp_path):
+    _checkpoint(tmp_path, 1, marked=False, world=2)
+    partial = _checkpoint(tmp_path, 2, marked=False, world=2)
+    (partial / "actor" / "model_world_size_2_rank_1.pt").unlink()
+    _tracker(tmp_path, "2")
+    sel = resume.select_checkpoint(str(tmp_path), 2, CONTENTS)
+    assert (sel.step, sel.marked) == (1, False) and "model_world_size_2_rank_1.pt" in sel.rejected[2]
+
+
+def test_trim_jsonl_keeps_whole_records_up_to_the_step(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b'{"step": 1, "data": {}}\n{"step": 2, "data": {}}\n{"step": 3, "data": {}}\n{"step": 4, "da')
+    assert resume.trim_jsonl(str(path), 2) == (2, 2)
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2]
+
+
+# ----------------------------------------------------------------------------- unit: the patch
+def test_file_logger_patch_target_and_effect(tmp_path, monkeypatch):
+    """Patch target: verl 0.9.1 ``utils/tracking.py`` ``FileLogger`` truncates its file on start.
+
+    Fails when upstream changes that (then ``install_metrics_append`` can go) or when the names
+    the patch relies on move (``FileLogger(project_name, experiment_name)``, ``.fp``, ``.log``,
+    ``Tracking`` looking ``FileLogger`` up in its module).
+    """
+    from verl.utils import tracking
+
+    path = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
+    upstream = tracking.FileLogger
+    monkeypatch.setattr(tracking, "FileLogger", upstream)  # restored after the test
+
+    path.write_text('{"step": 1, "data": {"a": 1}}\n')
+    logger = upstream("p", "e")
+    logger.log({"a": 2}, step=2)
+    logger.finish()
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [2]  # step 1 is gone
+
+    monkeypatch.setenv(resume.ENV_METRICS_APPEND, "1")
+    assert resume.install_metrics_append()
+    assert tracking.FileLogger is not upstream and issubclass(tracking.FileLogger, upstream)
+    path.write_text('{"step": 1, "data": {"a": 1}}\n')
+    tracker = tracking.Tracking(project_name="p", experiment_name="e", default_backend=["file"], config={})
+    tracker.log({"a": 2}, step=2)
+    tracker.logger["file"].finish()
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2]
+
+
+# ----------------------------------------------------------------------------- the kill scenario
+STEPS = 3
+OVERRIDES = [
+    f"trainer.total_training_steps={STEPS}",
+    "trainer.save_freq=1",
+    "data.train_batch_size=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+]
+START_TIMEOUT = 600  # start-up on a loaded 2-core machine
+
+
+def _status(run_dir: Path):
+    return read_json(run_dir / resume.STATUS_FILE) or {}
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tiny_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("resume")
+    run_dir = out / "dapo_tiny_cpu"
+    ckpt = out / "checkpoints" / "dapo_tiny_cpu"
+    env = recipe_env(tiny_dir, out)
+    seen: dict = {"kills": []}
+
+    def start(name):
+        return RecipeRun(OVERRIDES, env, out / f"{name}.log")
+
+    def kill(run, name, why):
+        seen["kills"].append({"name": name, "why": why, "status": _status(run_dir), "processes": run.kill_tree()})
+
+    # 1. mid-rollout: step 2 is generating (step 1 is checkpointed and committed).
+    run = start("mid_rollout")
+    try:
+        run.wait_for(lambda: (s := _status(run_dir)).get("step") == 2 and s.get("phase") == "rollout", START_TIMEOUT)
+    finally:
+        kill(run, "mid_rollout", "step 2 rollout")
+
+    # 2. mid-update: step 2's actor update is running.
+    run = start("mid_update")
+    try:
+        run.wait_for(lambda: (s := _status(run_dir)).get("step") == 2 and s.get("phase") == "update_actor", START_TIMEOUT)
+    finally:
+        kill(run, "mid_update", "step 2 update_actor")
+
+    # 3. mid-checkpoint-write: step 3's checkpoint folder appears (step 2 is committed by then).
+    run = start("mid_checkpoint")
+    try:
+        run.wait_for(lambda: (ckpt / "global_step_3").exists(), START_TIMEOUT, poll_s=0.01)
+    finally:
+        kill(run, "mid_checkpoint", "step 3 save_checkpoint")
+    seen["step3_marked_at_kill"] = (ckpt / "global_step_3" / resume.MARKER).exists()
+    seen["step3_files_at_kill"] = sorted(
+        str(p.relative_to(ckpt / "global_step_3")) for p in (ckpt / "global_step_3").rglob("*") if p.is_file()
+    )
+
+    # 4. the same command once more: runs to the end.
+    run = start("final")
+    seen["final_rc"] = run.wait(START_TIMEOUT + 300)
+    seen["final_log"] = run.output()
+    seen["out"], seen["run_dir"], seen["ckpt"] = out, run_dir, ckpt
+    return seen
+
+
+def test_kills_landed_where_intended(killed_and_resumed):
+    kills = {k["name"]: k for k in killed_and_resumed["kills"]}
+    assert kills["mid_rollout"]["status"]["phase"] == "rollout"
+    assert kills["mid_update"]["status"]["phase"] == "update_actor"
+    assert kills["mid_checkpoint"]["status"] == {**kills["mid_checkpoint"]["status"], "step": 3, "phase": "save_checkpoint"}
+    assert all(k["processes"] > 5 for k in kills.values())  # driver, GCS, raylet, workers: the whole tree
+    assert not killed_and_resumed["step3_marked_at_kill"]
+
+
+def test_each_start_resumed_from_the_last_complete_checkpoint(killed_and_resumed):
+    assert killed_and_resumed["final_rc"] == 0, killed_and_resumed["final_log"][-4000:]
+    records = read_jsonl(killed_and_resumed["run_dir"] / resume.RESUME_LOG)
+    assert [r["resume_step"] for r in records] == [0, 1, 1, 2]
+    # The interrupted step-3 checkpoint was seen and refused, then moved out of the way.
+    assert "3" in records[-1]["rejected"]
+    ckpt = killed_and_resumed["ckpt"]
+    assert (ckpt / "global_step_3.incomplete").is_dir()
+    assert (ckpt / resume.TRACKER).read_text().strip() == str(STEPS)
+    for step in range(1, STEPS + 1):
+        assert resume.verify_marked(str(ckpt / f"global_step_{step}"), step) is None
+    assert "resuming after step 2" in killed_and_resumed["final_log"]
+
+
+def test_data_order_continues_exactly(killed_and_resumed, tiny_dir):
+    """The prompts taken, by dataset index, are the sampler's order with nothing skipped or repeated."""
+    import pyarrow.parquet as pq
+    from omegaconf import OmegaConf
+
+    from verl.trainer.ppo.utils import create_rl_sampler
+
+    records = read_jsonl(killed_and_resumed["run_dir"] / resume.PROMPTS_FILE)
+    steps = [r["step"] for r in records]
+    assert steps == sorted(steps) and set(steps) == set(range(1, STEPS + 1))
+    taken = [i for r in records for i in r["index"]]
+    assert len(taken) == len(set(taken)), "a prompt was taken twice"
+    rows = pq.read_table(tiny_dir / "data" / "train.parquet").column("extra_info").to_pylist()
+    sampler = create_rl_sampler(OmegaConf.create({"shuffle": True, "seed": 1}), list(range(len(rows))))
+    expected = [rows[i]["index"] for i in sampler][: len(taken)]
+    assert taken == expected
+    # Each step took at least a batch (DAPO's dynamic sampling may take more).
+    per_step = {s: sum(len(r["index"]) for r in records if r["step"] == s) for s in range(1, STEPS + 1)}
+    assert all(n >= 4 for n in per_step.values()), per_step
+
+
+def test_step_counter_and_metrics_continue(killed_and_resumed):
+    metrics = read_jsonl(killed_and_resumed["run_dir"] / "metrics.jsonl")
+    train = [m for m in metrics if "critic/score/mean" in m.get("data", {})]
+    assert [m["step"] for m in train] == list(range(1, STEPS + 1))
+    assert all(m["data"]["training/global_step"] == m["step"] for m in train if "training/global_step" in m["data"])
