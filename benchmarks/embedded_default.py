@@ -9,7 +9,8 @@ Runs the recipe for ``--steps`` steps in a fresh output directory (the real entr
 - training tokens/s  prompt+response tokens trained / (timing_s/old_log_prob + timing_s/update_actor)
 
 The first step is reported separately (it carries one-off start-up work) and excluded from
-the steady-state means. Usage: ``python benchmarks/embedded_default.py --steps 10 [overrides...]``
+the steady-state means. Usage: ``python benchmarks/embedded_default.py --steps 10 [overrides...]``,
+or ``--metrics FILE`` to read the metrics of a run that already happened (e.g. ``make demo``'s).
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--out", type=Path, default=None, help="output dir (default: a temp dir)")
+    parser.add_argument("--metrics", type=Path, default=None, help="summarise this metrics.jsonl instead of running")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides")
     args = parser.parse_args(argv)
+    if args.metrics is not None:
+        return summarise(args.metrics, wall=None)
 
     out = args.out or Path(tempfile.mkdtemp(prefix="verl-ascend-bench-"))
     env = {**os.environ, "VERL_ASCEND_OUTPUT_DIR": str(out), "PYTHONUNBUFFERED": "1"}
@@ -52,7 +56,11 @@ def main(argv=None) -> int:
     for line in proc.stdout.splitlines():
         if line.startswith("[verl-ascend] step"):
             print(line)
-    records = [json.loads(x) for x in (out / "dapo_tiny_cpu" / "metrics.jsonl").read_text().splitlines()]
+    return summarise(out / "dapo_tiny_cpu" / "metrics.jsonl", wall=wall, out=out)
+
+
+def summarise(metrics: Path, wall: float | None, out: Path | None = None) -> int:
+    records = [json.loads(x) for x in metrics.read_text().splitlines()]
     steps = [r["data"] for r in records if "timing_s/step" in r["data"]]
 
     def row(d):
@@ -78,7 +86,8 @@ def main(argv=None) -> int:
         print(f"{label:24}{rows[0][key]:12.2f}{mean(key):14.2f}")
     print(f"{'steps/s':24}{1 / rows[0]['step_s']:12.3f}{1 / mean('step_s'):14.3f}")
     print(f"rollout share of step time: {mean('gen_s') / mean('step_s'):.1%}; train:rollout = 1:{mean('gen_s') / mean('train_s'):.1f}")
-    print(f"wall time incl. start-up: {wall:.0f}s for {len(rows)} steps; output: {out}")
+    if wall is not None:
+        print(f"wall time incl. start-up: {wall:.0f}s for {len(rows)} steps; output: {out}")
     return 0
 
 

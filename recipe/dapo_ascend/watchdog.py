@@ -39,6 +39,9 @@ from typing import Any, Optional
 logger = logging.getLogger(__name__)
 
 DEFAULTS = {"rollout_timeout_s": 1800.0, "server_ping_timeout_s": 60.0}
+# A server that answered a ping is pinged again this much later at the earliest (the replay
+# buffer may poll every 0.2 s; a 128-card job has dozens of servers).
+PING_INTERVAL_S = 5.0
 
 
 class RolloutFailure(RuntimeError):
@@ -72,6 +75,7 @@ class RolloutWatchdog:
         self.ping_timeout_s = ping_timeout_s
         self._clock = clock
         self._pings: dict[str, tuple[Any, float]] = {}
+        self._answered: dict[str, float] = {}
         self._signature: Optional[tuple] = None
         self._last_progress = clock()
         self._step: Optional[int] = None
@@ -85,8 +89,9 @@ class RolloutWatchdog:
             logger.debug("rollout watchdog: no servers yet: %s", exc)
             return []
 
-    def poll_servers(self, wait_s: float = 0.0) -> tuple[dict[str, str], dict[str, float]]:
-        """Ping every server without blocking (up to ``wait_s`` for answers).
+    def poll_servers(self, wait_s: float = 0.0, force: bool = False) -> tuple[dict[str, str], dict[str, float]]:
+        """Ping the servers without blocking (up to ``wait_s`` for answers); a server that
+        answered less than ``PING_INTERVAL_S`` ago is pinged again only with ``force``.
 
         Returns ``(dead, silent)``: ``{label: error}`` for servers whose actor died and
         ``{label: seconds}`` for pings still unanswered.
@@ -96,7 +101,8 @@ class RolloutWatchdog:
         now = self._clock()
         servers = self.servers()
         for label, handle in servers:
-            if label not in self._pings:
+            recent = now - self._answered.get(label, float("-inf")) < PING_INTERVAL_S
+            if label not in self._pings and (force or not recent):
                 self._pings[label] = (handle.__ray_ready__.remote(), now)
         refs = [ref for ref, _ in self._pings.values()]
         if refs:
@@ -108,6 +114,7 @@ class RolloutWatchdog:
                 silent[label] = self._clock() - sent
                 continue
             del self._pings[label]
+            self._answered[label] = self._clock()
             try:
                 ray.get(ref)
             except ray.exceptions.RayActorError as exc:
@@ -117,7 +124,7 @@ class RolloutWatchdog:
         return dead, silent
 
     def dead_servers(self, wait_s: float = 5.0) -> dict[str, str]:
-        dead, _ = self.poll_servers(wait_s=wait_s)
+        dead, _ = self.poll_servers(wait_s=wait_s, force=True)
         return dead
 
     # -- progress -------------------------------------------------------------------------------

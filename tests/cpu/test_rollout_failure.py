@@ -56,6 +56,9 @@ class FakeReplayBuffer:
         self.polls += 1
         return last_debug_time
 
+    def sample(self, global_steps, partition_id, batch_size):
+        return None
+
 
 def _server_actor(ray):
     @ray.remote(num_cpus=0)
@@ -107,7 +110,7 @@ def test_stalled_rollout_fails_after_the_timeout_and_names_the_silent_server(ray
         message = str(info.value)
         assert "step 3: no rollout progress for 31 s" in message
         assert "fault_tolerance.rollout_timeout_s=30" in message
-        assert "replica 0 (silent 31 s)" in message
+        assert "replica 0 (silent 51 s)" in message  # pinged at the first poll, never answered
         assert rb.polls == 3  # the failing poll never reached upstream's sleep
     finally:
         os.kill(pid, signal.SIGKILL)

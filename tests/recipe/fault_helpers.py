@@ -63,7 +63,8 @@ class RecipeRun:
         self.sid = self.proc.pid
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def alive(self) -> bool:

@@ -221,3 +221,29 @@ def test_entry_point_refuses_with_status_2_and_writes_nothing(tiny_dir, good_tab
     assert f"{str(path)!r} row 17 field 'prompt'" in result.stderr, result.stderr[-3000:]
     assert "ray init kwargs" not in result.stdout
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_random_byte_flips_are_refused_or_accepted_never_crash(base_config, good_table, tmp_path, monkeypatch):
+    """Flip random bytes of a valid file (seeded): the check either accepts the file or refuses
+    it with a PreflightError naming it -- no other exception, no hang."""
+    from recipe.dapo_ascend.preflight import PreflightError, check_data
+
+    good = tmp_path / "good.parquet"
+    pq.write_table(good_table, good)
+    data = good.read_bytes()
+    rng = random.Random(11)
+    outcomes = {"accepted": 0, "refused": 0}
+    for case in range(12):
+        corrupt = bytearray(data)
+        for _ in range(rng.choice([1, 4, 32])):
+            corrupt[rng.randrange(len(corrupt))] ^= 1 << rng.randrange(8)
+        path = tmp_path / f"flip{case}.parquet"
+        path.write_bytes(bytes(corrupt))
+        cfg = _config(base_config, path, tmp_path, monkeypatch)
+        try:
+            check_data(cfg)
+            outcomes["accepted"] += 1
+        except PreflightError as exc:
+            assert str(path) in str(exc), str(exc)
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0, outcomes

@@ -64,3 +64,26 @@ def test_final_checkpoint_is_saved(run):
     ckpt = out / "checkpoints" / "dapo_tiny_cpu"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
     assert any((ckpt / f"global_step_{STEPS}" / "actor").iterdir())
+
+
+def test_ascend_platform_under_the_npu_emulator(tiny_dir, tmp_path):
+    """device=npu on a CPU through the emulator: the Ascend platform is selected everywhere, workers
+    patch the fused ops, and the resolved env profile is present inside the rollout server process."""
+    result = run_recipe(
+        ["trainer.device=npu", "trainer.total_training_steps=1", "+ray_kwargs.ray_init.resources={NPU:1}"],
+        tiny_dir,
+        tmp_path,
+        timeout=900,
+        env={"VERL_ASCEND_NPU_EMULATOR": "1"},
+    )
+    assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
+    text = result.stdout + result.stderr
+    patched = [ln for ln in text.splitlines() if "WorkerDict" in ln and "verl.ascend fused ops" in ln]
+    assert patched, text[-3000:]
+    for op in ("npu_rms_norm", "npu_swiglu", "npu_rotary_mul"):
+        assert op in patched[0]
+    env_lines = [ln for ln in text.splitlines() if "HFRolloutServer" in ln and "env profile in this process" in ln]
+    assert env_lines and "TASK_QUEUE_ENABLE=2" in env_lines[0] and "VERL_PLATFORM=huawei" in env_lines[0]
+    assert "<unset>" not in env_lines[0]
+    records = (tmp_path / "dapo_tiny_cpu" / "metrics.jsonl").read_text().splitlines()
+    assert len([r for r in records if "critic/score/mean" in r]) == 1

@@ -91,8 +91,8 @@ def test_truncated_or_deleted_shards_are_rejected(tmp_path):
 
 def test_nothing_complete_starts_from_scratch(tmp_path):
     _checkpoint(tmp_path, 1, marked=False)
-    _checkpoint(tmp_path, 2, marked=True, data=False)  # marker lists no data.pt? rewrite below
-    (tmp_path / "global_step_2" / "data.pt").write_bytes(b"")  # present but not what the marker says
+    _checkpoint(tmp_path, 2, marked=True, data=False)  # marked while data.pt was missing
+    (tmp_path / "global_step_2" / "data.pt").write_bytes(b"")  # appears later: still not vouched for
     _tracker(tmp_path, "1")
     sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
     assert sel.step == 0
@@ -150,6 +150,30 @@ def test_file_logger_patch_target_and_effect(tmp_path, monkeypatch):
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2]
 
 
+def test_upstream_hooks_the_journal_and_watchdog_rely_on():
+    """The mixins override upstream methods (no patch), relying on names and an order in
+    ``PPOTrainer.fit``: checkpoint saved, then metrics logged, then the next ``on_step_begin``
+    (where the marker is written). Fails when upstream moves any of these."""
+    import inspect
+
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+    from verl.utils.checkpoint.checkpoint_manager import get_checkpoint_tracker_filename
+
+    for name in ("_fetch_one_gen_batch", "on_sample_begin", "_update_actor", "_save_checkpoint", "on_step_begin",
+                 "on_step_end", "fit", "_build_replay_buffer", "_rollout_server_managers"):
+        assert callable(getattr(PPOTrainer, name)), name
+    assert list(inspect.signature(PPOTrainer._update_actor).parameters) == ["self", "batch", "metrics"]
+    fit = inspect.getsource(PPOTrainer.fit)
+    order = [fit.index(s) for s in ("self.on_step_begin()", "self._save_checkpoint()", "self.logger.log(data=metrics")]
+    assert order == sorted(order)
+    assert get_checkpoint_tracker_filename("/x") == "/x/" + resume.TRACKER
+    assert list(inspect.signature(ReplayBuffer._wait_for_next_poll).parameters) == ["self", "partition_id", "last_debug_time"]
+    assert "self._wait_for_next_poll(" in inspect.getsource(ReplayBuffer.sample)
+    for attr in ("pending_keys", "running_keys", "finished_keys", "failure_keys", "partitions"):
+        assert f"self.{attr}" in inspect.getsource(ReplayBuffer.__init__), attr
+
+
 # ----------------------------------------------------------------------------- the kill scenario
 STEPS = 3
 OVERRIDES = [
@@ -157,6 +181,9 @@ OVERRIDES = [
     "trainer.save_freq=1",
     "data.train_batch_size=4",
     "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    # 4 prompts x 8 samples = 32 responses per step on one rank.
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
 ]
 START_TIMEOUT = 600  # start-up on a loaded 2-core machine
 

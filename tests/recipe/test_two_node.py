@@ -30,7 +30,7 @@ from ray._private import state
 ray.init(address=sys.argv[1], _node_ip_address=sys.argv[1].split(":")[0], logging_level="ERROR", log_to_driver=False)
 nodes = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
 actors = [
-    {"cls": a["ActorClassName"], "node": a["Address"]["NodeID"], "pid": a["Pid"], "state": a["State"]}
+    {"cls": a["ActorClassName"].rsplit(".", 1)[-1], "node": a["Address"]["NodeID"], "pid": a["Pid"], "state": a["State"]}
     for a in state.actors().values()
 ]
 print(json.dumps({"nodes": nodes, "actors": actors}))

@@ -85,6 +85,7 @@ class HFRolloutServer:
         self._reject = False
         self._gate: Optional[asyncio.Event] = None
         self._init_profiler()
+        self._log_runtime_env()
         self.stats = {"batches": 0, "requests": 0, "generated_tokens": 0, "busy_s": 0.0}
 
     # ------------------------------------------------------------------ generation
@@ -251,6 +252,20 @@ class HFRolloutServer:
 
     def get_server_address(self) -> tuple[str, int]:
         return (f"hf-replica-{self.replica_rank}", 0)
+
+    def _log_runtime_env(self) -> None:
+        """Say which runtime-env profile variables (verl.ascend) actually reached this process."""
+        raw = os.environ.get("VERL_ASCEND_ENV_PROFILE")
+        if not raw:
+            return
+        import json
+
+        try:
+            wanted = json.loads(raw).get("rollout", {})
+        except ValueError:
+            wanted = {}
+        seen = ", ".join(f"{k}={os.environ.get(k, '<unset>')}" for k in sorted(wanted))
+        logger.warning("hf rollout server %d: env profile in this process: %s", self.replica_rank, seen)
 
     def _init_profiler(self) -> None:
         """Rollout profiling as upstream's vLLM server does it: ``rollout.profiler`` decides
