@@ -72,14 +72,20 @@ def check_batch_sizes(config: DictConfig) -> None:
             f"responses per mini-batch cannot be split over {world} ranks (trainer.nnodes x trainer.n_gpus_per_node); "
             f"accepted: a multiple of {world} responses per mini-batch"
         )
-    micro = actor.get("ppo_micro_batch_size_per_gpu")
-    if micro is not None and not actor.get("use_dynamic_bsz", False):
-        per_rank = mini * n // world
-        if int(micro) <= 0 or (per_rank % int(micro) != 0 and int(micro) < per_rank):
-            raise PreflightError(
-                f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro} does not divide the {per_rank} "
-                f"responses each rank gets per mini-batch; accepted: one of {_divisors(per_rank)}"
-            )
+    # Upstream splits each rank's share into micro-batches and asserts they divide it evenly.
+    if not actor.get("use_dynamic_bsz", False):
+        shares = (
+            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", actor.get("ppo_micro_batch_size_per_gpu"),
+             mini * n // world, "mini-batch"),
+            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+             rollout.get("log_prob_micro_batch_size_per_gpu"), bsz * n // world, "step"),
+        )
+        for key, micro, per_rank, what in shares:
+            if micro is not None and (int(micro) <= 0 or per_rank % int(micro) != 0):
+                raise PreflightError(
+                    f"{key}={micro} does not divide the {per_rank} responses each rank gets per {what}; "
+                    f"accepted: one of {_divisors(per_rank)}"
+                )
 
 
 def _divisors(n: int) -> list[int]:

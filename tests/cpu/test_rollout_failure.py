@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import defaultdict
 
 import psutil
@@ -80,9 +81,11 @@ def test_dead_server_is_reported_at_the_next_poll(ray_local):
     os.kill(pid, signal.SIGKILL)
     psutil.Process(pid).wait(timeout=30)
     with pytest.raises(RolloutServerDiedError) as info:
-        for _ in range(200):  # Ray notices the death within a few polls
+        # Poll like the replay buffer does (every 0.2 s); pings are throttled to one per
+        # PING_INTERVAL_S per live server, so the death shows within a few seconds of polling.
+        for _ in range(600):
             dog.check(rb, "train")
-            dog.poll_servers(wait_s=0.1)
+            time.sleep(0.2)
     message = str(info.value)
     assert "step 7" in message and "replica 0 (hf-replica-0)" in message and "died during generation" in message
     assert "running 2" in message

@@ -46,6 +46,9 @@ OPTIONAL_KEYS = (
     "actor_rollout_ref.rollout.agent.agent_loop_manager_class",
     "actor_rollout_ref.model.task_type",
     "actor_rollout_ref.model.lora.fully_sharded_loras",
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision",
+    # Read by this project's recipe (recipe/dapo_ascend/data_check.py), not by upstream.
+    "data.skip_bad_rows",
 )
 # Sections whose unknown *mapping* children are per-mode settings (trainer.v1.<trainer_mode>).
 MODE_SECTIONS = ("trainer.v1",)

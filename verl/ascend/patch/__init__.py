@@ -159,6 +159,27 @@ PATCHES: tuple[RuntimePatch, ...] = (
         test="tests/cpu/test_patches.py",
         code="verl/cpu/patches.py (owned by the CPU backend)",
     ),
+    RuntimePatch(
+        id="file_logger_append",
+        target="verl.utils.tracking.FileLogger.__init__ (verl==0.9.1)",
+        why=(
+            "It opens $VERL_FILE_LOGGER_PATH with mode 'wb', so every restart of a run erased the metrics of "
+            "the steps before the resumed checkpoint."
+        ),
+        switched_on=(
+            "VERL_ASCEND_METRICS_APPEND=1, exported by recipe.dapo_ascend.resume.prepare_run after it trims the "
+            "file to the resumed step; installed by CheckpointJournalMixin.__init__ in the TaskRunner."
+        ),
+        upstream_fix="None filed yet: FileLogger opening its file with 'ab' (same path upstream).",
+        remove_when="upstream's FileLogger appends.",
+        test="tests/recipe/test_resume.py::test_file_logger_patch_target_and_effect",
+        code="recipe/dapo_ascend/resume.py::install_metrics_append",
+        fingerprints={
+            "verl.utils.tracking:FileLogger.__init__": "b9b01273f2ada7a5",
+            "verl.utils.tracking:FileLogger.log": "4686dec82fc8b213",
+            "verl.utils.tracking:Tracking.__init__": "4204c811913b2f4c",
+        },
+    ),
 )
 
 PATCHES_BY_ID = {p.id: p for p in PATCHES}
