@@ -9,21 +9,12 @@ traceback) or only after the cluster has started. Here each problem raises
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 
 class PreflightError(ValueError):
     """A configuration or input problem found before any Ray actor starts."""
-
-
-def _files(value) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return [str(v) for v in value]
 
 
 def check_model(config: DictConfig) -> None:
@@ -108,10 +99,3 @@ def check_all(config: DictConfig) -> None:
     check_data(config)
     check_batch_sizes(config)
     run_upstream_validation(config)
-
-
-def resolved_copy(config: DictConfig) -> DictConfig:
-    return OmegaConf.create(OmegaConf.to_container(config, resolve=True))
-
-
-__all__ = ["PreflightError", "check_all", "check_model", "check_data", "check_batch_sizes", "Path"]
