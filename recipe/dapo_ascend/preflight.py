@@ -94,7 +94,18 @@ def run_upstream_validation(config: DictConfig) -> None:
         raise PreflightError(f"upstream verl rejected the configuration: {exc}") from exc
 
 
+def check_rollout_tail(config: DictConfig) -> None:
+    """``trainer.v1.dapo_ascend.rollout_tail`` settings are in range (``rollout_tail/policy.py``)."""
+    from recipe.dapo_ascend.rollout_tail.policy import TailPolicy, TailPolicyError
+
+    try:
+        TailPolicy.from_config(config)
+    except (TailPolicyError, TypeError) as exc:
+        raise PreflightError(str(exc)) from exc
+
+
 def check_all(config: DictConfig) -> None:
+    check_rollout_tail(config)
     check_model(config)
     check_data(config)
     check_batch_sizes(config)

@@ -34,6 +34,12 @@ def format_step(record: dict, total_steps: int | None = None) -> str:
         parts.append(f"overlong {m['reward_extra/overlong/mean']:.2f}")
     if "training/filter_groups/evicted_samples" in m:
         parts.append(f"filtered {m['training/filter_groups/evicted_samples']:.0f}")
+    if "rollout_tail/tail_fraction" in m:
+        parts.append(f"tail {m['rollout_tail/tail_fraction']:.2f}")
+    if m.get("rollout_tail/aborted_requests") or m.get("rollout_tail/carried_tokens"):
+        parts.append(
+            f"cut {m.get('rollout_tail/aborted_requests', 0):.0f} req, carried {m.get('rollout_tail/carried_tokens', 0):.0f} tok"
+        )
     gen = get("timing_s/gen")
     step_s = get("timing_s/step")
     tokens = get("perf/total_num_tokens")

@@ -11,7 +11,11 @@ Registered with upstream's ``register_trainer`` and selected by
   multiple of 2 s: noise on a 128-card step, most of the step on a tiny CPU run;
 - around each profiled step, ``verl.ascend.profiler.check.TraceCheck`` verifies that every
   trace that was asked for is on disk, and says why not (warning, or error under
-  ``profile_check.strict``) -- never silently nothing.
+  ``profile_check.strict``) -- never silently nothing;
+- ``trainer.v1.dapo_ascend.rollout_tail`` (off by default) cuts the rollout long tail:
+  over-provisioned groups, stragglers aborted once enough useful groups are complete,
+  partial responses carried over (``recipe/dapo_ascend/rollout_tail``). Its ``rollout_tail/*``
+  metrics are logged either way.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from recipe.dapo_ascend.resume import CheckpointJournalMixin
+from recipe.dapo_ascend.rollout_tail.accounting import consumption_metrics
+from recipe.dapo_ascend.rollout_tail.mixin import RolloutTailMixin
 from recipe.dapo_ascend.watchdog import RolloutWatchdogMixin
 
 TRAINER_NAME = "dapo_ascend"
@@ -46,8 +52,9 @@ def reward_extra_means(extra_fields: list, mask: np.ndarray | None = None) -> di
 
 
 @register_trainer(TRAINER_NAME)
-# Mixins: resume.py (crash-safe checkpoints, metrics and prompt ledger), watchdog.py (rollout failures).
-class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, PPOTrainerSync):
+# Mixins: resume.py (crash-safe checkpoints, metrics and prompt ledger), watchdog.py (rollout failures),
+# rollout_tail/ (long-tail policy). The watchdog wraps the sampler the tail mixin built.
+class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, RolloutTailMixin, PPOTrainerSync):
     def __init__(self, config):
         # Upstream's base trainer branches on ``trainer_mode == "sync"`` (replay buffer, refill
         # rules, checkpoint contents); any other name is treated as asynchronous. The registry
@@ -85,4 +92,6 @@ class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, PPOTrainer
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         mask = np.array([not tag.get("is_padding", False) for tag in batch.tags], dtype=bool)
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        metrics.update(reward_extra_means(data.pop("extra_fields").tolist(), mask))
+        extra_fields = data.pop("extra_fields").tolist()
+        metrics.update(reward_extra_means(extra_fields, mask))
+        metrics.update(consumption_metrics(extra_fields, mask, global_steps))

@@ -10,7 +10,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_recipe(overrides: list[str], tiny_dir: Path, out_dir: Path, timeout: int = 600, env: dict | None = None):
+def run_recipe(
+    overrides: list[str],
+    tiny_dir: Path,
+    out_dir: Path,
+    timeout: int = 600,
+    env: dict | None = None,
+    config: str = "dapo_tiny_cpu",
+):
     full_env = {
         **os.environ,
         "VERL_ASCEND_TINY_DIR": str(tiny_dir),
@@ -20,7 +27,7 @@ def run_recipe(overrides: list[str], tiny_dir: Path, out_dir: Path, timeout: int
     }
     full_env.pop("VERL_FILE_LOGGER_PATH", None)
     return subprocess.run(
-        [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", "dapo_tiny_cpu", *overrides],
+        [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", config, *overrides],
         cwd=REPO,
         env=full_env,
         capture_output=True,

@@ -34,7 +34,7 @@ def test_tiny_config_is_full_dapo():
 
 def test_dapo_settings_are_written_once():
     """The hardware config adds sizes, never re-states the algorithm."""
-    text = (Path(CONFIG_DIR) / "dapo_tiny_cpu.yaml").read_text()
+    text = "".join((Path(CONFIG_DIR) / f).read_text() for f in ("tiny_cpu.yaml", "dapo_tiny_cpu.yaml", "dapo_tail_cpu.yaml"))
     for key in ("clip_ratio_high", "loss_agg_mode", "use_kl_loss", "adv_estimator", "reward_manager"):
         assert key not in text
 

@@ -253,6 +253,18 @@ def test_dynamic_sampling_knobs_that_act(npu):
     assert "dynamic_sampling_knob_ignored" not in rules(acting)
 
 
+def test_rollout_tail_policy_rules(npu):
+    tail = "trainer.v1.dapo_ascend.rollout_tail"
+    assert not {"rollout_tail_ignored", "rollout_tail_off_policy_uncorrected"} & set(rules(npu))  # off by default
+    on = variant(npu, {f"{tail}.enable": True})
+    assert "rollout_tail_off_policy_uncorrected" in rules(on, severity="warn")
+    corrected = variant(on, {"algorithm.rollout_correction.rollout_is": "token"})
+    assert "rollout_tail_off_policy_uncorrected" not in rules(corrected)
+    assert "rollout_tail_off_policy_uncorrected" not in rules(variant(on, {f"{tail}.carry_over": False}))
+    ignored = findings(variant(on, {"trainer.v1.trainer_mode": "sync"}), rule="rollout_tail_ignored", severity="error")
+    assert ignored and "trainer.v1.trainer_mode='sync'" in ignored[0].message
+
+
 # --- FSDP switches -------------------------------------------------------------------------------
 
 

@@ -87,3 +87,15 @@ def test_ascend_platform_under_the_npu_emulator(tiny_dir, tmp_path):
     assert "<unset>" not in env_lines[0]
     records = (tmp_path / "dapo_tiny_cpu" / "metrics.jsonl").read_text().splitlines()
     assert len([r for r in records if "critic/score/mean" in r]) == 1
+
+
+def test_policy_off_only_measures_the_tail(run):
+    """rollout_tail is off by default: nothing is aborted or carried, everything trained is
+    on-policy, and the tail is still measured."""
+    _, _, records = run
+    data = [r["data"] for r in records if "critic/score/mean" in r["data"]]
+    for d in data:
+        assert d["rollout_tail/aborted_requests"] == 0 and d["rollout_tail/carried_groups"] == 0
+        assert d["rollout_tail/carried_tokens"] == 0 and d["rollout_tail/staleness/max"] == 0
+        assert 0.0 <= d["rollout_tail/tail_fraction"] <= 1.0
+        assert d["rollout_tail/submitted_groups"] >= 8  # upstream's batch + dynamic-sampling refills

@@ -5,6 +5,11 @@ Layout of ``ROOT`` (default ``$VERL_ASCEND_TINY_DIR`` or ``~/.cache/verl-ascend/
     model/      a Qwen2-architecture causal LM (random init, fixed seed) + its tokenizer
     data/train.parquet, data/val.parquet   upstream's RL dataset format
 
+``--workload tail`` builds the long-tail benchmark's model instead (``benchmarks/rollout_tail.py``):
+same task and tokenizer, a larger model (decoding weighs more in its rollout) with room for long
+responses. A random model emits EOS about once in 16 tokens, so response lengths are geometric:
+median ~15 tokens, while the longest of a step runs to the length limit.
+
 Rebuilding with the same arguments gives byte-identical weights and data. Everything is
 written to a temporary sibling directory first and renamed into place, so an interrupted
 build never leaves a half-written model behind.
@@ -36,14 +41,26 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %} ={% endif %}"
 )
 SPEC_VERSION = 3
-MODEL_SPEC = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-)
+MODEL_SPECS = {
+    # The embedded default (make demo): 75k parameters.
+    "first_digit": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    ),
+    # The long-tail benchmark: ~1.6M parameters, positions for 8 prompt + 128 response tokens.
+    "tail": dict(
+        hidden_size=192,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=192,
+    ),
+}
 
 
 def default_root() -> Path:
@@ -64,7 +81,7 @@ def build_tokenizer():
     return tok
 
 
-def build_model(seed: int):
+def build_model(seed: int, workload: str = "first_digit"):
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -75,7 +92,7 @@ def build_model(seed: int):
         eos_token_id=VOCAB.index("<|im_end|>"),
         pad_token_id=VOCAB.index("<pad>"),
         rope_theta=10000.0,
-        **MODEL_SPEC,
+        **MODEL_SPECS[workload],
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
@@ -104,9 +121,20 @@ def write_split(path: Path, rows: int, seed: int, split: str) -> None:
     pd.DataFrame.from_records(records).to_parquet(path, index=False)
 
 
-def build(root: Path, seed: int = 0, train_rows: int = 2048, val_rows: int = 64, force: bool = False) -> Path:
+def build(
+    root: Path,
+    seed: int = 0,
+    train_rows: int = 2048,
+    val_rows: int = 64,
+    force: bool = False,
+    workload: str = "first_digit",
+) -> Path:
+    if workload not in MODEL_SPECS:
+        raise ValueError(f"unknown workload {workload!r}; accepted: {', '.join(MODEL_SPECS)}")
     root = Path(root).expanduser()
     stamp = {"spec_version": SPEC_VERSION, "seed": seed, "train_rows": train_rows, "val_rows": val_rows}
+    if workload != "first_digit":
+        stamp["workload"] = workload
     stamp_file = root / "assets.json"
     if not force and stamp_file.exists() and json.loads(stamp_file.read_text()) == stamp:
         return root
@@ -116,7 +144,7 @@ def build(root: Path, seed: int = 0, train_rows: int = 2048, val_rows: int = 64,
         (tmp / "model").mkdir()
         (tmp / "data").mkdir()
         build_tokenizer().save_pretrained(tmp / "model")
-        build_model(seed).save_pretrained(tmp / "model")
+        build_model(seed, workload).save_pretrained(tmp / "model")
         write_split(tmp / "data" / "train.parquet", train_rows, seed + 1, "train")
         write_split(tmp / "data" / "val.parquet", val_rows, seed + 2, "test")
         (tmp / "assets.json").write_text(json.dumps(stamp))
@@ -136,8 +164,9 @@ def main(argv=None) -> int:
     parser.add_argument("--train-rows", type=int, default=2048)
     parser.add_argument("--val-rows", type=int, default=64)
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--workload", choices=sorted(MODEL_SPECS), default="first_digit")
     args = parser.parse_args(argv)
-    root = build(args.root, args.seed, args.train_rows, args.val_rows, args.force)
+    root = build(args.root, args.seed, args.train_rows, args.val_rows, args.force, args.workload)
     print(root)
     return 0
 

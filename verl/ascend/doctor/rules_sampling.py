@@ -90,4 +90,37 @@ def dynamic_sampling_knobs(view: ConfigView) -> Iterator[Finding]:
         )
 
 
-RULES = (dynamic_sampling_ignored, dynamic_sampling_knobs)
+TAIL = "trainer.v1.dapo_ascend.rollout_tail"
+
+
+def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
+    """The recipe's rollout long-tail policy (recipe/dapo_ascend/rollout_tail) acts only in the
+    ``dapo_ascend`` trainer; with carry-over, part of each trained batch comes from last step's
+    weights, which only rollout-correction importance weights account for in the loss."""
+    if not view.get_bool(f"{TAIL}.enable"):
+        return
+    mode = view.get("trainer.v1.trainer_mode", "sync")
+    if mode != "dapo_ascend" or not view.uses_v1_trainer:
+        yield Finding(
+            "rollout_tail_ignored",
+            ERROR,
+            f"{TAIL}.enable=True but trainer.v1.trainer_mode={mode!r}"
+            f"{'' if view.uses_v1_trainer else ' and trainer.use_v1=False'}: only the recipe's 'dapo_ascend' "
+            "trainer (V1) reads it, so nothing would be over-provisioned or cut. Set "
+            "trainer.v1.trainer_mode=dapo_ascend.",
+            (f"{TAIL}.enable", "trainer.v1.trainer_mode"),
+        )
+        return
+    if view.get_bool(f"{TAIL}.carry_over", True) and not view.get("algorithm.rollout_correction.rollout_is"):
+        yield Finding(
+            "rollout_tail_off_policy_uncorrected",
+            WARN,
+            f"{TAIL}.carry_over=True trains tokens sampled with the previous step's weights (up to "
+            f"{TAIL}.max_staleness steps old) but algorithm.rollout_correction.rollout_is is unset, so the loss "
+            "treats them as on-policy. Set algorithm.rollout_correction.rollout_is=token (truncated importance "
+            "weights), or carry_over=False to drop aborted responses instead.",
+            (f"{TAIL}.carry_over", "algorithm.rollout_correction.rollout_is"),
+        )
+
+
+RULES = (dynamic_sampling_ignored, dynamic_sampling_knobs, rollout_tail_policy)

@@ -6,16 +6,22 @@ the log-probability of each sampled token under ``log_softmax(logits / temperatu
 top-k/top-p truncation. That is exactly what the actor recomputes in its forward pass, so
 rollout and actor log-probs agree up to floating-point noise.
 
-Prompts are left-padded into one batch; rows that finish (EOS, their own token budget, or
-an abort) are dropped from the batch and from the KV cache, so a long straggler does not
-make the finished rows keep paying for compute.
+Scheduling follows vLLM's in the two ways a rollout's long tail depends on:
+
+- continuous batching: requests that arrive while a batch is decoding (``admit``) are prefilled
+  and join it at the next step, instead of queueing behind its longest response; rows that
+  finish (EOS, their own token budget, or an abort) leave the batch and the KV cache at once;
+- streaming results: ``on_finish`` hands each row's result over the moment it finishes.
+
+Prompts are left-padded; rows of different lengths share one KV cache, the shorter ones
+left-padded and masked out.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -105,95 +111,111 @@ class HFGenerationEngine:
         return count
 
     @torch.no_grad()
-    def generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
-        if not requests:
-            return []
-        n = len(requests)
+    def generate(
+        self,
+        requests: list[GenerationRequest],
+        on_finish: Optional[Callable[[int, GenerationResult], None]] = None,
+        admit: Optional[Callable[[int], list[GenerationRequest]]] = None,
+    ) -> list[GenerationResult]:
+        """Sample every request; returns one result per request, in admission order.
+
+        ``on_finish(row, result)`` is called as each row finishes (``row`` indexes the admission
+        order: ``requests`` first, then what ``admit`` returned). ``admit(active_rows)`` is polled
+        before every decode step for requests that arrived meanwhile: they are prefilled and join
+        the running batch at once (continuous batching), instead of waiting for its longest row.
+        """
+        run = _Run(requests=[], out_tokens=[], out_logprobs=[], finish=[], generators=[], on_finish=on_finish)
+        state: Optional[_BatchState] = None
+        queue = list(requests)
+        while True:
+            if admit is not None:
+                queue += admit(len(state.active) if state is not None else 0)
+            if queue:
+                fresh = self._prefill(run, queue)
+                queue = []
+                state = fresh if state is None else state.merge(fresh)
+            if state is None:
+                break
+            out = self.model(
+                input_ids=state.step_ids.unsqueeze(-1),
+                attention_mask=state.attention,
+                position_ids=state.step_pos,
+                past_key_values=state.past,
+                use_cache=True,
+            )
+            next_tokens, keep = self._sample(run, out.logits[:, -1, :].float(), state.active)
+            state = state.advance(next_tokens, keep)
+        return [self._result(r, run.out_tokens[i], run.out_logprobs[i], run.finish[i]) for i, r in enumerate(run.requests)]
+
+    def _prefill(self, run: "_Run", requests: list[GenerationRequest]) -> Optional["_BatchState"]:
+        """Register ``requests``, run their prompts (left-padded) and sample each one's first token."""
+        first = len(run.requests)
+        for r in requests:
+            run.requests.append(r)
+            run.out_tokens.append([])
+            run.out_logprobs.append([])
+            run.finish.append(None)
+            run.generators.append(self._generator(r.sampling.seed))
+        rows = torch.arange(first, len(run.requests))
         lengths = [len(r.prompt_ids) for r in requests]
         width = max(lengths)
-        input_ids = torch.full((n, width), self.pad_token_id, dtype=torch.long)
-        attention = torch.zeros((n, width), dtype=torch.long)
+        input_ids = torch.full((len(requests), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(requests), width), dtype=torch.long)
         for i, r in enumerate(requests):
             input_ids[i, width - lengths[i] :] = torch.tensor(r.prompt_ids, dtype=torch.long)
             attention[i, width - lengths[i] :] = 1
-
-        temperature = torch.tensor([r.sampling.temperature for r in requests], dtype=torch.float32)
-        top_p = torch.tensor([r.sampling.top_p for r in requests], dtype=torch.float32)
-        top_k = torch.tensor([r.sampling.top_k for r in requests], dtype=torch.long)
-        budget = torch.tensor([r.sampling.max_new_tokens for r in requests], dtype=torch.long)
-        use_eos = torch.tensor([not r.sampling.ignore_eos for r in requests])
-        generators = [self._generator(r.sampling.seed) for r in requests]
-        eos = torch.tensor(self.eos_token_ids, dtype=torch.long)
-
-        out_tokens: list[list[int]] = [[] for _ in range(n)]
-        out_logprobs: list[list[float]] = [[] for _ in range(n)]
-        finish: list[Optional[str]] = [None] * n
-        active = torch.arange(n)  # original row index of each live batch row
-
         position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
-        past = None
-        step_ids = input_ids
-        step_pos = position_ids
-        for step in range(int(budget.max())):
-            out = self.model(
-                input_ids=step_ids,
-                attention_mask=attention,
-                position_ids=step_pos,
-                past_key_values=past,
-                use_cache=True,
-            )
-            past = out.past_key_values
-            logits = out.logits[:, -1, :].float()
-            t = temperature[active]
-            greedy = t <= 0
-            scaled = logits / torch.where(greedy, torch.ones_like(t), t).unsqueeze(-1)
-            logprobs_all = torch.log_softmax(scaled, dim=-1)
-            filtered = _filter_logits(scaled, top_k[active], top_p[active])
-            probs = torch.softmax(filtered, dim=-1)
-            next_tokens = torch.empty(len(active), dtype=torch.long)
-            for row, orig in enumerate(active.tolist()):
-                if greedy[row]:
-                    next_tokens[row] = torch.argmax(logits[row])
-                else:
-                    next_tokens[row] = torch.multinomial(probs[row], 1, generator=generators[orig])[0]
-            token_logprobs = logprobs_all.gather(-1, next_tokens.unsqueeze(-1)).squeeze(-1)
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids, use_cache=True)
+        next_tokens, keep = self._sample(run, out.logits[:, -1, :].float(), rows)
+        state = _BatchState(out.past_key_values, attention, position_ids[:, -1:], next_tokens, rows)
+        return state.advance(next_tokens, keep)
 
-            keep = []
-            for row, orig in enumerate(active.tolist()):
-                tok = int(next_tokens[row])
-                out_tokens[orig].append(tok)
-                out_logprobs[orig].append(float(token_logprobs[row]))
-                if bool(use_eos[orig]) and bool((eos == tok).any()):
-                    finish[orig] = "stop"
-                elif len(out_tokens[orig]) >= int(budget[orig]):
-                    finish[orig] = "length"
-                elif requests[orig].abort.is_set():
-                    finish[orig] = "abort"
-                else:
-                    keep.append(row)
-            if not keep:
-                break
-            if len(keep) < len(active):
-                idx = torch.tensor(keep, dtype=torch.long)
-                past.batch_select_indices(idx)
-                attention = attention[idx]
-                next_tokens = next_tokens[idx]
-                step_pos = step_pos[idx]
-                active = active[idx]
-            attention = torch.cat([attention, torch.ones((len(active), 1), dtype=attention.dtype)], dim=-1)
-            step_pos = step_pos[:, -1:] + 1
-            step_ids = next_tokens.unsqueeze(-1)
+    def _sample(self, run: "_Run", logits: torch.Tensor, active: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+        """Sample one token per live row; record it; returns the tokens and the rows that go on."""
+        reqs = [run.requests[i] for i in active.tolist()]
+        t = torch.tensor([r.sampling.temperature for r in reqs], dtype=torch.float32)
+        top_p = torch.tensor([r.sampling.top_p for r in reqs], dtype=torch.float32)
+        top_k = torch.tensor([r.sampling.top_k for r in reqs], dtype=torch.long)
+        greedy = t <= 0
+        scaled = logits / torch.where(greedy, torch.ones_like(t), t).unsqueeze(-1)
+        logprobs_all = torch.log_softmax(scaled, dim=-1)
+        probs = torch.softmax(_filter_logits(scaled, top_k, top_p), dim=-1)
+        next_tokens = torch.empty(len(reqs), dtype=torch.long)
+        for row, orig in enumerate(active.tolist()):
+            if greedy[row]:
+                next_tokens[row] = torch.argmax(logits[row])
+            else:
+                next_tokens[row] = torch.multinomial(probs[row], 1, generator=run.generators[orig])[0]
+        token_logprobs = logprobs_all.gather(-1, next_tokens.unsqueeze(-1)).squeeze(-1)
 
-        return [
-            GenerationResult(
-                request_id=r.request_id,
-                token_ids=out_tokens[i],
-                log_probs=out_logprobs[i],
-                stop_reason="aborted" if finish[i] == "abort" else "completed",
-                finish_reason=finish[i] or "length",
-            )
-            for i, r in enumerate(requests)
-        ]
+        eos = self.eos_token_ids
+        keep = []
+        for row, orig in enumerate(active.tolist()):
+            request, tok = run.requests[orig], int(next_tokens[row])
+            run.out_tokens[orig].append(tok)
+            run.out_logprobs[orig].append(float(token_logprobs[row]))
+            if not request.sampling.ignore_eos and tok in eos:
+                run.finish[orig] = "stop"
+            elif len(run.out_tokens[orig]) >= request.sampling.max_new_tokens:
+                run.finish[orig] = "length"
+            elif request.abort.is_set():
+                run.finish[orig] = "abort"
+            else:
+                keep.append(row)
+                continue
+            if run.on_finish is not None:
+                run.on_finish(orig, self._result(request, run.out_tokens[orig], run.out_logprobs[orig], run.finish[orig]))
+        return next_tokens, keep
+
+    @staticmethod
+    def _result(request: GenerationRequest, tokens: list[int], logprobs: list[float], finish: Optional[str]):
+        return GenerationResult(
+            request_id=request.request_id,
+            token_ids=list(tokens),
+            log_probs=list(logprobs),
+            stop_reason="aborted" if finish == "abort" else "completed",
+            finish_reason=finish or "length",
+        )
 
     @staticmethod
     def _generator(seed: Optional[int]) -> Optional[torch.Generator]:
@@ -202,3 +224,68 @@ class HFGenerationEngine:
         g = torch.Generator()
         g.manual_seed(int(seed))
         return g
+
+
+@dataclasses.dataclass
+class _Run:
+    """Everything one ``generate`` call accumulates, per request in admission order."""
+
+    requests: list
+    out_tokens: list
+    out_logprobs: list
+    finish: list
+    generators: list
+    on_finish: Optional[Callable]
+
+
+@dataclasses.dataclass
+class _BatchState:
+    """The live rows of a batch: KV cache of all tokens but the last sampled one (``step_ids``),
+    attention over cache + that token, its position, and each row's index in the run."""
+
+    past: object
+    attention: torch.Tensor
+    step_pos: torch.Tensor
+    step_ids: torch.Tensor
+    active: torch.Tensor
+
+    def advance(self, next_tokens: torch.Tensor, keep: list[int]) -> Optional["_BatchState"]:
+        """Drop finished rows; the sampled tokens become the next step's input."""
+        if not keep:
+            return None
+        attention, step_pos, active = self.attention, self.step_pos, self.active
+        if len(keep) < len(active):
+            idx = torch.tensor(keep, dtype=torch.long)
+            self.past.batch_select_indices(idx)
+            attention, step_pos, active, next_tokens = attention[idx], step_pos[idx], active[idx], next_tokens[idx]
+        attention = torch.cat([attention, torch.ones((len(active), 1), dtype=attention.dtype)], dim=-1)
+        return _BatchState(self.past, attention, step_pos[:, -1:] + 1, next_tokens, active)
+
+    def merge(self, other: Optional["_BatchState"]) -> "_BatchState":
+        """Join ``other``'s rows to this batch: the shorter cache is left-padded (masked out)."""
+        if other is None:
+            return self
+        mine, theirs = self.attention.shape[1], other.attention.shape[1]
+        width = max(mine, theirs)
+        for a, b in zip(self.past.layers, other.past.layers, strict=True):
+            a.keys = torch.cat([_left_pad(a.keys, width - mine), _left_pad(b.keys, width - theirs)], dim=0)
+            a.values = torch.cat([_left_pad(a.values, width - mine), _left_pad(b.values, width - theirs)], dim=0)
+        attention = torch.cat(
+            [
+                torch.nn.functional.pad(self.attention, (width - mine, 0)),
+                torch.nn.functional.pad(other.attention, (width - theirs, 0)),
+            ],
+            dim=0,
+        )
+        return _BatchState(
+            self.past,
+            attention,
+            torch.cat([self.step_pos, other.step_pos], dim=0),
+            torch.cat([self.step_ids, other.step_ids], dim=0),
+            torch.cat([self.active, other.active], dim=0),
+        )
+
+
+def _left_pad(kv: torch.Tensor, n: int) -> torch.Tensor:
+    """Pad a ``[batch, heads, seq, dim]`` cache tensor with ``n`` zero positions at the front."""
+    return torch.nn.functional.pad(kv, (0, 0, n, 0)) if n > 0 else kv

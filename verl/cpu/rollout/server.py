@@ -1,9 +1,10 @@
 """``HFRolloutServer``: a Ray actor serving upstream's token-in/token-out rollout-server API.
 
 The agent loop sends one request per sample, concurrently. The server queues them and a
-single batching loop drains the queue into engine batches (up to ``max_num_seqs`` rows,
-after waiting ``batch_wait_ms`` for stragglers to arrive), runs each batch in the server's
-one torch thread so the actor keeps accepting requests, aborts and control calls meanwhile.
+single batching loop starts an engine batch (after waiting ``batch_wait_ms`` for more to
+arrive) in the server's one torch thread, so the actor keeps accepting requests, aborts and
+control calls meanwhile; requests that arrive while it decodes join it at the next step (up to
+``max_num_seqs`` rows), and each response is returned the moment it is finished.
 All torch work (batches, weight loads, the profiler) runs on that same thread: the
 profiler (Kineto) must start and stop on the thread that runs the model.
 
@@ -15,6 +16,7 @@ Control calls mirror upstream's vLLM server (``wake_up``, ``sleep``, ``clear_kv_
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import time
@@ -77,7 +79,8 @@ class HFRolloutServer:
         self.max_model_len = int(
             getattr(config, "max_model_len", None) or (config.prompt_length + config.response_length)
         )
-        self._pending: list[tuple[GenerationRequest, asyncio.Future]] = []
+        # Filled on the event loop, drained on the torch thread (deque appends/pops are atomic).
+        self._pending: collections.deque[tuple[GenerationRequest, asyncio.Future]] = collections.deque()
         self._inflight: dict[str, GenerationRequest] = {}
         self._wakeup: Optional[asyncio.Event] = None
         self._loop_task: Optional[asyncio.Task] = None
@@ -172,31 +175,49 @@ class HFRolloutServer:
             if BATCH_WAIT_MS > 0:
                 await asyncio.sleep(BATCH_WAIT_MS / 1000.0)
             while self._pending:
-                batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
-                live = []
-                for request, future in batch:
-                    if request.abort.is_set():
-                        future.set_result(_aborted(request))
-                    else:
+                loop = asyncio.get_running_loop()
+                live: list[tuple[GenerationRequest, asyncio.Future]] = []
+
+                def take(room: int, live=live, loop=loop) -> list[GenerationRequest]:
+                    # Torch thread: move up to ``room`` queued requests into the running batch.
+                    taken = []
+                    while room > len(taken) and self._pending:
+                        request, future = self._pending.popleft()
+                        if request.abort.is_set():
+                            loop.call_soon_threadsafe(_resolve, future, _aborted(request))
+                            continue
                         live.append((request, future))
-                if not live:
-                    continue
+                        taken.append(request)
+                    return taken
+
+                def deliver(row: int, result, live=live, loop=loop) -> None:
+                    # Torch thread, as each row finishes: resolve its caller now, not when the
+                    # batch's longest response is done.
+                    loop.call_soon_threadsafe(_resolve, live[row][1], result)
+
+                def run_batch(take=take, deliver=deliver):
+                    first = take(self.max_batch)
+                    if not first:
+                        return []
+                    return self.engine.generate(first, deliver, admit=lambda active: take(self.max_batch - active))
+
                 started = time.perf_counter()
                 try:
-                    results = await self._on_torch_thread(self.engine.generate, [r for r, _ in live])
+                    results = await self._on_torch_thread(run_batch)
                 except Exception as exc:  # surface to every caller instead of hanging them
                     logger.exception("hf rollout batch failed")
                     for _, future in live:
                         if not future.done():
                             future.set_exception(exc)
                     continue
+                if not results:
+                    continue
                 self.stats["busy_s"] += time.perf_counter() - started
                 self.stats["batches"] += 1
                 self.stats["requests"] += len(live)
                 for (_, future), result in zip(live, results, strict=True):
                     self.stats["generated_tokens"] += len(result.token_ids)
-                    if not future.done():
-                        future.set_result(result)
+                    _resolve(future, result)
 
     # ------------------------------------------------------------------ weights and memory
     async def update_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
@@ -314,6 +335,11 @@ class HFRolloutServer:
         tmp = path + ".tmp"
         await self._on_torch_thread(profiler.export_chrome_trace, tmp)
         os.replace(tmp, path)
+
+
+def _resolve(future: asyncio.Future, result) -> None:
+    if not future.done():
+        future.set_result(result)
 
 
 def _aborted(request: GenerationRequest):

@@ -1,0 +1,124 @@
+"""The rollout-tail policy in real runs: upstream trainer, Ray, HF rollout, the long-tail workload.
+
+Carry-over on: the step stops at 8 useful groups, stragglers are aborted and resumed the next
+step; every prompt group is trained once, filtered, or still in flight at the end (the
+``rollout_groups.jsonl`` ledger); steps that train carried-over tokens show it in the
+rollout/actor log-prob comparison, steps that do not stay on-policy. Carry-over off: aborted
+groups are dropped and nothing trained was ever resumed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from tests.recipe.helpers import run_recipe
+
+STEPS = 5
+BATCH = 8
+TAIL = "trainer.v1.dapo_ascend.rollout_tail"
+
+
+@pytest.fixture(scope="session")
+def tail_dir(tmp_path_factory):
+    from recipe.dapo_ascend.tiny.assets import build
+
+    return build(tmp_path_factory.mktemp("tail") / "assets", workload="tail")
+
+
+def _run(tail_dir, out, steps, extra):
+    overrides = [f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", f"{TAIL}.enable=true", *extra]
+    result = run_recipe(overrides, tail_dir, out, timeout=1200, config="dapo_tail_cpu",
+                        env={"VERL_ASCEND_TAIL_DIR": str(tail_dir)})
+    assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
+    run_dir = out / "dapo_tail_cpu"
+    metrics = [json.loads(x)["data"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    metrics = [d for d in metrics if "critic/score/mean" in d]
+    ledger = [json.loads(x) for x in (run_dir / "rollout_groups.jsonl").read_text().splitlines()]
+    return metrics, ledger
+
+
+@pytest.fixture(scope="module")
+def carried(tail_dir, tmp_path_factory):
+    return _run(tail_dir, tmp_path_factory.mktemp("tail_on"), STEPS, [f"{TAIL}.over_provision=2.0"])
+
+
+@pytest.fixture(scope="module")
+def dropped(tail_dir, tmp_path_factory):
+    return _run(tail_dir, tmp_path_factory.mktemp("tail_drop"), 3, [f"{TAIL}.carry_over=false"])
+
+
+def _fates(ledger):
+    by_event = defaultdict(list)
+    per_step = defaultdict(dict)
+    for rec in ledger:
+        by_event[rec["event"]].extend(rec["uids"])
+        per_step[rec["step"]][rec["event"]] = rec["uids"]
+    return by_event, per_step
+
+
+def test_no_group_is_lost_or_trained_twice(carried):
+    metrics, ledger = carried
+    events, per_step = _fates(ledger)
+    assert sorted(per_step) == list(range(1, STEPS + 1))
+    for step, fate in per_step.items():
+        assert len(fate["trained"]) == BATCH, f"step {step} trained {len(fate['trained'])} groups"
+    trained = events["trained"]
+    assert len(trained) == len(set(trained)) == STEPS * BATCH
+    submitted = set(events["submitted"])
+    assert len(submitted) == len(events["submitted"])
+    submitted_at = {u: step for step, fate in per_step.items() for u in fate.get("submitted", [])}
+    filtered, dropped = set(events["filtered"]), set(events["dropped"])
+    assert not filtered & set(trained) and not dropped & set(trained)
+    # Surplus is dropped oldest-last: every group trained at that step is at least as old.
+    for step, fate in per_step.items():
+        if fate.get("dropped"):
+            newest_trained = max(submitted_at[u] for u in fate["trained"])
+            assert all(submitted_at[u] >= newest_trained for u in fate["dropped"])
+    still_live = set(per_step[STEPS]["carried"])
+    # Every group ever submitted was trained, filtered by dynamic sampling, dropped as surplus,
+    # or is still in flight.
+    assert submitted == set(trained) | filtered | dropped | still_live
+    for step, fate in per_step.items():
+        assert all(step - submitted_at[u] <= 1 for u in fate["trained"])
+    # Each trained step used the full rollout.n samples of every group.
+    for d in metrics:
+        assert d["response_length/max"] <= 96
+
+
+def test_the_tail_is_cut_and_carried_tokens_are_resumed_and_trained(carried):
+    metrics, _ = carried
+    assert sum(d["rollout_tail/aborted_requests"] for d in metrics) > 0
+    assert sum(d["rollout_tail/carried_groups"] for d in metrics) > 0
+    carried = [d for d in metrics if d["rollout_tail/carried_tokens"] > 0]
+    assert carried, "no carried-over tokens were ever trained"
+    for d in carried:
+        assert d["rollout_tail/staleness/max"] == 1  # bounded by max_staleness
+        assert 0 < d["rollout_tail/off_policy_token_fraction"] <= 1
+    # A response aborted mid-generation was resumed and trained.
+    assert sum(d["rollout_tail/resumed_responses"] for d in metrics) > 0
+
+
+def test_off_policy_spans_show_in_the_rollout_actor_comparison(carried):
+    """Tokens sampled by the previous step's weights differ from the actor's current log-probs;
+    steps with no carried token stay on-policy to float32 noise."""
+    metrics, _ = carried
+    for d in metrics:
+        diff = d["training/rollout_probs_diff_max"]
+        if d["rollout_tail/carried_tokens"] > 0:
+            assert diff > 1e-4, d
+        elif d["rollout_tail/staleness/max"] == 0:
+            assert diff < 1e-4, d
+
+
+def test_without_carry_over_aborted_groups_are_dropped(dropped):
+    metrics, ledger = dropped
+    events, per_step = _fates(ledger)
+    assert all(len(f["trained"]) == BATCH for f in per_step.values())
+    assert not set(events["dropped"]) & set(events["trained"])
+    for d in metrics:
+        assert d["rollout_tail/carried_tokens"] == 0 and d["rollout_tail/resumed_responses"] == 0
+        assert d["rollout_tail/staleness/max"] == 0 and d["training/rollout_probs_diff_max"] < 1e-4
+    assert sum(d["rollout_tail/dropped_groups"] for d in metrics) > 0
