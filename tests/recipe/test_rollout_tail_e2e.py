@@ -28,8 +28,16 @@ def tail_dir(tmp_path_factory):
     return build(tmp_path_factory.mktemp("tail") / "assets", workload="tail")
 
 
+# The server holds at most 16 sequences (as a KV-cache-bound server does): the rest queue, so the
+# cut always finds requests to abort. With 256 slots this small model finishes every request
+# before the agent loops have even scored them, and there is nothing left to cut.
+SERVER_SLOTS = "actor_rollout_ref.rollout.max_num_seqs=16"
+
+
 def _run(tail_dir, out, steps, extra):
-    overrides = [f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", f"{TAIL}.enable=true", *extra]
+    overrides = [
+        f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", f"{TAIL}.enable=true", SERVER_SLOTS, *extra
+    ]
     result = run_recipe(overrides, tail_dir, out, timeout=1200, config="dapo_tail_cpu",
                         env={"VERL_ASCEND_TAIL_DIR": str(tail_dir)})
     assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
