@@ -1,9 +1,9 @@
 """Rollout long tail: the DAPO recipe with the rollout-tail policy off and on, side by side.
 
 Runs the real entry point twice in one invocation on the long-tail workload
-(``--config-name dapo_tail_cpu``: a ~1.6M-parameter tiny Qwen2 whose response lengths are
-geometric, median ~15 tokens, the longest of a step at the 96-token limit), ``--steps`` steps
-each, same seed, and reads upstream's per-step metrics:
+(``--config-name dapo_tail_cpu``: a 12-layer, 1.2M-parameter tiny Qwen2 whose response lengths are
+long-tailed, median ~5 tokens, ~4% running to hundreds of tokens, 448 at most), ``--steps``
+steps each, same seed, and reads upstream's per-step metrics:
 
 - rollout wall time per useful sample: ``timing_s/gen`` / samples trained that step (the groups
   that survived dynamic sampling x rollout.n). ``speedup`` = off / on, over all steps but the
@@ -45,6 +45,8 @@ CONFIG = "dapo_tail_cpu"
 POLICY = "trainer.v1.dapo_ascend.rollout_tail.enable"
 # The policy as documented: carried-over tokens enter the loss with truncated importance weights.
 CORRECTION = "algorithm.rollout_correction.rollout_is=token"
+# Runs whose mean response lengths differ by more than this factor are flagged as confounded.
+LENGTH_TOLERANCE = 1.25
 
 
 def run(name: str, overrides: list[str], steps: int, out: Path, env: dict) -> list[dict]:
@@ -168,8 +170,18 @@ def main(argv=None) -> int:
         print(f"{label:36}{fmt.format(off[key])}{fmt.format(on[key])}{ratio:9.2f}")
     print(f"{'reward, last-10-step mean':36}{off['score_last10']:12.3f}{on['score_last10']:12.3f}")
     print(f"{'accuracy, last-10-step mean':36}{off['acc_last10']:12.3f}{on['acc_last10']:12.3f}")
+    length_ratio = off["response_length_mean"] / max(on["response_length_mean"], 1e-9)
+    comparable = 1 / LENGTH_TOLERANCE <= length_ratio <= LENGTH_TOLERANCE
+    if not comparable:
+        # The runs trained responses of different lengths (training moved the distributions
+        # apart, or the policy trains a different mix): rollout time per sample then measures the
+        # lengths as well as the policy. Rerun (or compare more steps) before quoting the speedup.
+        print(f"warning: mean trained response lengths differ {length_ratio:.2f}x between the runs "
+              f"(more than {LENGTH_TOLERANCE}x either way): the speedup also measures that difference")
     plot(off, on, out / "rollout_tail.png")
-    (out / "rollout_tail.json").write_text(json.dumps({"off": off, "on": on, "speedup": speedup}, indent=1))
+    (out / "rollout_tail.json").write_text(
+        json.dumps({"off": off, "on": on, "speedup": speedup, "lengths_comparable": comparable}, indent=1)
+    )
     print(f"plot: {out / 'rollout_tail.png'}; numbers: {out / 'rollout_tail.json'}")
     print(f"rollout_tail speedup={speedup:.2f} tail_off={off['tail_fraction']:.3f} tail_on={on['tail_fraction']:.3f}")
     return 0

@@ -14,7 +14,6 @@ truncated shard, deleted shards, unmarked checkpoints) and the one runtime patch
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

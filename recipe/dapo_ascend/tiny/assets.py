@@ -6,9 +6,9 @@ Layout of ``ROOT`` (default ``$VERL_ASCEND_TINY_DIR`` or ``~/.cache/verl-ascend/
     data/train.parquet, data/val.parquet   upstream's RL dataset format
 
 ``--workload tail`` builds the long-tail benchmark's model instead (``benchmarks/rollout_tail.py``):
-same task and tokenizer, a larger model (decoding weighs more in its rollout) with room for long
-responses. A random model emits EOS about once in 16 tokens, so response lengths are geometric:
-median ~15 tokens, while the longest of a step runs to the length limit.
+same task and tokenizer, a larger model with room for long responses, whose initial response
+lengths are long-tailed by construction (``shape_long_tail``): median ~5 tokens, ~4% of responses
+run to hundreds of tokens.
 
 Rebuilding with the same arguments gives byte-identical weights and data. Everything is
 written to a temporary sibling directory first and renamed into place, so an interrupted
@@ -51,14 +51,18 @@ MODEL_SPECS = {
         num_key_value_heads=2,
         max_position_embeddings=64,
     ),
-    # The long-tail benchmark: ~1.6M parameters, positions for 8 prompt + 128 response tokens.
+    # The long-tail benchmark: deep and narrow (~1.2M parameters, 12 layers), so a decode step costs
+    # what many layers cost (as a large model's does) while training stays cheap; positions for
+    # 8 prompt + 448 response tokens; untied output head (it carries the length distribution, see
+    # ``shape_long_tail``).
     "tail": dict(
-        hidden_size=192,
-        intermediate_size=512,
-        num_hidden_layers=4,
-        num_attention_heads=6,
+        hidden_size=96,
+        intermediate_size=256,
+        num_hidden_layers=12,
+        num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=192,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
     ),
 }
 
@@ -85,21 +89,70 @@ def build_model(seed: int, workload: str = "first_digit"):
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
+    spec = {"tie_word_embeddings": True, **MODEL_SPECS[workload]}
     config = Qwen2Config(
         vocab_size=len(VOCAB),
-        tie_word_embeddings=True,
         bos_token_id=VOCAB.index("<bos>"),
         eos_token_id=VOCAB.index("<|im_end|>"),
         pad_token_id=VOCAB.index("<pad>"),
         rope_theta=10000.0,
-        **MODEL_SPECS[workload],
+        **spec,
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
+    if workload == "tail":
+        shape_long_tail(model)
     model.generation_config = GenerationConfig(
         eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, bos_token_id=config.bos_token_id
     )
     return model
+
+
+# The tail workload's next-token probabilities (see shape_long_tail). A response is a run of
+# digits that stops with probability 1/10 after each digit (median ~5 tokens); after any digit it
+# may instead start a run of "?" (probability 1/150 per digit, so ~4% of responses), which stops
+# with probability 1/250 per token: those few responses run to hundreds of tokens. That is the
+# shape of a reasoning model's lengths (most answers short, a few very long) and of the tail the
+# article measured, where a step waits on its longest responses.
+LONG_TAIL = {"stop_after_digit": 0.1, "enter_long": 1 / 150, "stop_in_long": 1 / 250}
+
+
+def shape_long_tail(model) -> None:
+    """Give a random Qwen2 the tail workload's length distribution, keeping it trainable.
+
+    Token embeddings are set orthogonal (norm sqrt(hidden), what the final RMSNorm keeps), and
+    the untied output head to ``table @ E / hidden``: with the randomly initialised layers' small
+    contributions, the logits after token ``x`` are ``table[x]``. The layers stay random, so the
+    answer (which needs attention to the prompt) is still learnt; the table only fixes how long
+    the responses run at the start.
+    """
+    import math
+
+    import torch
+
+    cfg, v = model.config, len(VOCAB)
+    digits = [VOCAB.index(d) for d in DIGITS]
+    eos, eq, long_tok = VOCAB.index("<|im_end|>"), VOCAB.index("="), VOCAB.index("?")
+    off = -12.0  # a token that should not follow (e^-12 per token)
+    table = torch.full((v, v), off)
+    p = LONG_TAIL
+    table[eq, digits] = 0.0  # the first answer token: any digit, uniformly
+    for d in digits:
+        # Log-odds against one particular next digit: stop, or enter the long run.
+        cont = (1.0 - p["stop_after_digit"] - p["enter_long"]) / len(digits)
+        table[d, digits] = 0.0
+        table[d, eos] = math.log(p["stop_after_digit"] / cont)
+        table[d, long_tok] = math.log(p["enter_long"] / cont)
+    table[long_tok, long_tok] = math.log((1.0 - p["stop_in_long"]) / p["stop_in_long"])
+    table[long_tok, eos] = 0.0
+    for other in set(range(v)) - set(digits) - {eq, long_tok}:
+        table[other, eos] = 0.0
+    gen = torch.Generator().manual_seed(1234)
+    q, _ = torch.linalg.qr(torch.randn(cfg.hidden_size, v, generator=gen))
+    emb = q.T * math.sqrt(cfg.hidden_size)  # (v, hidden), orthogonal rows of RMS 1
+    with torch.no_grad():
+        model.model.embed_tokens.weight.copy_(emb)
+        model.lm_head.weight.copy_(table.T @ emb / cfg.hidden_size)
 
 
 def write_split(path: Path, rows: int, seed: int, split: str) -> None:
@@ -135,6 +188,9 @@ def build(
     stamp = {"spec_version": SPEC_VERSION, "seed": seed, "train_rows": train_rows, "val_rows": val_rows}
     if workload != "first_digit":
         stamp["workload"] = workload
+    if workload == "tail":
+        # A changed model or distribution rebuilds the cached assets.
+        stamp.update(long_tail=LONG_TAIL, model=MODEL_SPECS[workload])
     stamp_file = root / "assets.json"
     if not force and stamp_file.exists() and json.loads(stamp_file.read_text()) == stamp:
         return root
