@@ -32,7 +32,7 @@ def tail_dir(tmp_path_factory):
 # cut always finds requests to abort. With 256 slots this small model finishes every request
 # before the agent loops have even scored them, and there is nothing left to cut.
 SERVER_SLOTS = "actor_rollout_ref.rollout.max_num_seqs=16"
-# Long responses capped at 96 tokens (the benchmark's 320 make every training step several times
+# Long responses capped at 96 tokens (the benchmark's 448 make every training step several times
 # slower; what these tests check does not depend on how far the long ones run).
 SHORT_CAP = "data.max_response_length=96"
 

@@ -137,9 +137,9 @@ def shape_long_tail(model) -> None:
     table = torch.full((v, v), off)
     p = LONG_TAIL
     table[eq, digits] = 0.0  # the first answer token: any digit, uniformly
+    # After a digit: log-odds against one particular next digit of stopping or entering the long run.
+    cont = (1.0 - p["stop_after_digit"] - p["enter_long"]) / len(digits)
     for d in digits:
-        # Log-odds against one particular next digit: stop, or enter the long run.
-        cont = (1.0 - p["stop_after_digit"] - p["enter_long"]) / len(digits)
         table[d, digits] = 0.0
         table[d, eos] = math.log(p["stop_after_digit"] / cont)
         table[d, long_tok] = math.log(p["enter_long"] / cont)
