@@ -1,9 +1,9 @@
 """Rollout long tail: the DAPO recipe with the rollout-tail policy off and on, side by side.
 
 Runs the real entry point twice in one invocation on the long-tail workload
-(``--config-name dapo_tail_cpu``: a 12-layer, 1.2M-parameter tiny Qwen2 whose response lengths are
-long-tailed, median ~5 tokens, ~4% running to hundreds of tokens, 448 at most), ``--steps``
-steps each, same seed, and reads upstream's per-step metrics:
+(``--config-name dapo_tail_cpu``: a 12-layer, 1.2M-parameter tiny Qwen2; one prompt in eight is
+hard and answered, unsuccessfully, with hundreds of tokens, mostly the 448-token limit; the others
+with one digit and EOS), ``--steps`` steps each, same seed, and reads upstream's per-step metrics:
 
 - rollout wall time per useful sample: ``timing_s/gen`` / samples trained that step (the groups
   that survived dynamic sampling x rollout.n). ``speedup`` = off / on, over all steps but the

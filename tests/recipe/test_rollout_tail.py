@@ -312,33 +312,59 @@ def test_router_is_installed_through_upstreams_router_config_path(tmp_path, monk
 
 
 
-def test_tail_workload_model_has_long_tailed_response_lengths(tmp_path):
-    """``--workload tail``: most responses short, a few percent run to hundreds of tokens.
+def test_tail_workload_has_a_long_tail_in_its_data(tmp_path):
+    """``--workload tail``: one prompt in eight is hard and runs to the length limit, unanswered.
 
     The distribution is what the benchmark's speedup is made of: a step that waits for every
-    response waits for the few long ones while the rest of the server idles.
+    response waits for the hard groups' long ones while the rest of the server idles. It must
+    live in the data, so that it stays put while the model learns: the hard responses carry no
+    answer (reward 0 for the whole group, which dynamic sampling filters out, so they are never
+    trained) and the easy prompts' answers are one digit and EOS, by a wide margin.
     """
-    import random
+    import pandas as pd
 
-    from recipe.dapo_ascend.tiny.assets import VOCAB, build
+    from recipe.dapo_ascend.tiny.assets import HARD_MARK, LONG_TAIL, VOCAB, build
+    from recipe.dapo_ascend.tiny.task import compute_score
     from verl.cpu.rollout.engine import GenerationRequest, HFGenerationEngine, SamplingSpec
     from verl.cpu.rollout.server import load_causal_lm
 
-    root = build(tmp_path / "tail", workload="tail", train_rows=8, val_rows=4)
+    root = build(tmp_path / "tail", workload="tail", train_rows=2048, val_rows=4)
+    rows = pd.read_parquet(root / "data" / "train.parquet")
+    contents = [m[0]["content"] for m in rows["prompt"]]
+    hard_share = sum(c.endswith(HARD_MARK) for c in contents) / len(contents)
+    assert abs(hard_share - LONG_TAIL["hard_fraction"]) < 0.02, hard_share
+    # The rendered prompt ends in "?" for a hard prompt and in "=" otherwise (the chat template).
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(root / "model")
+    rendered = {c: tok.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True,
+                                           tokenize=False) for c in contents[:40]}
+    assert all(r.endswith("?") == c.endswith("?") and r.endswith("=") != c.endswith("?") for c, r in rendered.items())
+
     eng = HFGenerationEngine(load_causal_lm(str(root / "model")), eos_token_ids=[1], pad_token_id=0)
-    rng = random.Random(0)
-    prompts = [[rng.randint(3, 12) for _ in range(4)] + [13] for _ in range(256)]
+    digits = [VOCAB.index(str(d)) for d in range(10)]
+    eq, mark = VOCAB.index("="), VOCAB.index(HARD_MARK)
+    easy = [[digits[i % 10], digits[(3 * i) % 10], digits[(7 * i) % 10], eq] for i in range(96)]
+    hard = [[digits[i % 10], digits[(3 * i) % 10], mark] for i in range(24)]
     results = eng.generate(
-        [GenerationRequest(str(i), p, SamplingSpec(max_new_tokens=448, seed=i)) for i, p in enumerate(prompts)]
+        [GenerationRequest(str(i), p, SamplingSpec(max_new_tokens=448, seed=i)) for i, p in enumerate(easy + hard)]
     )
-    lengths = sorted(len(r.token_ids) for r in results)
-    median = lengths[len(lengths) // 2]
-    long = [n for n in lengths if n >= 100]
-    assert 3 <= median <= 12, lengths
-    # ~4% enter the long run (1/150 per digit); it stops 1/250 per token.
-    assert 2 <= len(long) <= 20, lengths
-    assert lengths[-1] >= 30 * median
-    long_tok = VOCAB.index("?")  # the long run's token, never in a short answer
-    for r in results:
-        if len(r.token_ids) >= 100:
-            assert r.token_ids.count(long_tok) >= len(r.token_ids) - 1 - 60
+    easy_lengths = sorted(len(r.token_ids) for r in results[:96])
+    hard_results = results[96:]
+    # Easy: one digit and EOS (a second digit 1 time in 1000).
+    assert easy_lengths.count(2) >= 94 and easy_lengths[-1] <= 4, easy_lengths
+    # Hard: "?" then EOS or the limit; a geometric run at 1/500 per token reaches 448 ~40% of the time.
+    capped = sum(len(r.token_ids) == 448 for r in hard_results)
+    assert 4 <= capped <= 18, [len(r.token_ids) for r in hard_results]
+    for r in hard_results:
+        assert set(r.token_ids) <= {mark, 1}, r.token_ids
+        text = tok.decode(r.token_ids, skip_special_tokens=True)
+        assert compute_score("verl_ascend/first_digit", text, "7")["score"] == 0.0
+
+
+def test_tail_workload_rejects_an_unknown_long_tail_key(tmp_path):
+    from recipe.dapo_ascend.tiny.assets import build
+
+    with pytest.raises(ValueError, match=r"stop_after_digt.*accepted: hard_fraction, stop_after_digit, stop_in_long"):
+        build(tmp_path / "tail", workload="tail", long_tail={"stop_after_digt": 0.1})
+    assert not (tmp_path / "tail").exists() and list(tmp_path.iterdir()) == []

@@ -25,7 +25,10 @@ TAIL = "trainer.v1.dapo_ascend.rollout_tail"
 def tail_dir(tmp_path_factory):
     from recipe.dapo_ascend.tiny.assets import build
 
-    return build(tmp_path_factory.mktemp("tail") / "assets", workload="tail")
+    # Answers that run on (a digit stops with probability 1/10, median ~6 tokens) rather than the
+    # benchmark's one digit: the cut then finds short responses mid-generation, and their carried
+    # tokens are trained (the hard groups' never are: they are filtered out).
+    return build(tmp_path_factory.mktemp("tail") / "assets", workload="tail", long_tail={"stop_after_digit": 0.1})
 
 
 # The server holds at most 16 sequences (as a KV-cache-bound server does): the rest queue, so the

@@ -5,10 +5,11 @@ Layout of ``ROOT`` (default ``$VERL_ASCEND_TINY_DIR`` or ``~/.cache/verl-ascend/
     model/      a Qwen2-architecture causal LM (random init, fixed seed) + its tokenizer
     data/train.parquet, data/val.parquet   upstream's RL dataset format
 
-``--workload tail`` builds the long-tail benchmark's model instead (``benchmarks/rollout_tail.py``):
-same task and tokenizer, a larger model with room for long responses, whose initial response
-lengths are long-tailed by construction (``shape_long_tail``): median ~5 tokens, ~4% of responses
-run to hundreds of tokens.
+``--workload tail`` builds the long-tail benchmark's model and data instead
+(``benchmarks/rollout_tail.py``): same task and tokenizer, a larger model with room for long
+responses, and a long tail that lives in the data (``LONG_TAIL``): one prompt in eight is a "hard"
+one (it ends in ``?``), on which the model "thinks" in a run of ``?`` tokens that mostly reaches
+the length limit without an answer, while the others are answered with one digit and EOS.
 
 Rebuilding with the same arguments gives byte-identical weights and data. Everything is
 written to a temporary sibling directory first and renamed into place, so an interrupted
@@ -35,12 +36,13 @@ from recipe.dapo_ascend.tiny.task import DATA_SOURCE, DIGITS, make_example
 # from the vocabulary, vanish).
 SPECIALS = ["<pad>", "<|im_end|>", "<bos>"]
 VOCAB = SPECIALS + DIGITS + ["=", "\u010a", "?"]
-# Prompt rendered by the chat template: "<digits> =", the model answers after "=".
+# Prompt rendered by the chat template: "<digits> =", the model answers after "=". A prompt of
+# the tail workload that already ends in its "?" marker gets no "=".
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['content'] }}{% if not loop.last %} {% endif %}{% endfor %}"
-    "{% if add_generation_prompt %} ={% endif %}"
+    "{% if add_generation_prompt and messages[-1]['content'][-1:] != '?' %} ={% endif %}"
 )
-SPEC_VERSION = 3
+SPEC_VERSION = 4
 MODEL_SPECS = {
     # The embedded default (make demo): 75k parameters.
     "first_digit": dict(
@@ -53,7 +55,7 @@ MODEL_SPECS = {
     ),
     # The long-tail benchmark: deep and narrow (~1.2M parameters, 12 layers), so a decode step costs
     # what many layers cost (as a large model's does) while training stays cheap; positions for
-    # 8 prompt + 448 response tokens; untied output head (it carries the length distribution, see
+    # 8 prompt + 448 response tokens; untied output head (it carries the next-token table, see
     # ``shape_long_tail``).
     "tail": dict(
         hidden_size=96,
@@ -85,7 +87,7 @@ def build_tokenizer():
     return tok
 
 
-def build_model(seed: int, workload: str = "first_digit"):
+def build_model(seed: int, workload: str = "first_digit", long_tail: dict | None = None):
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -101,30 +103,40 @@ def build_model(seed: int, workload: str = "first_digit"):
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     if workload == "tail":
-        shape_long_tail(model)
+        shape_long_tail(model, long_tail or LONG_TAIL)
     model.generation_config = GenerationConfig(
         eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, bos_token_id=config.bos_token_id
     )
     return model
 
 
-# The tail workload's next-token probabilities (see shape_long_tail). A response is a run of
-# digits that stops with probability 1/10 after each digit (median ~5 tokens); after any digit it
-# may instead start a run of "?" (probability 1/150 per digit, so ~4% of responses), which stops
-# with probability 1/250 per token: those few responses run to hundreds of tokens. That is the
-# shape of a reasoning model's lengths (most answers short, a few very long) and of the tail the
-# article measured, where a step waits on its longest responses.
-LONG_TAIL = {"stop_after_digit": 0.1, "enter_long": 1 / 150, "stop_in_long": 1 / 250}
+# The tail workload. Its long tail lives in the data, not in the weights: a fraction of the
+# prompts are hard (they end in "?" where the others end in "="), and on a hard prompt the model
+# "thinks" in a run of "?" tokens that stops (with EOS, never with an answer) with probability
+# 1/500 per token, so ~40% of those responses reach the 448-token limit, and a group of eight
+# almost always holds one that does. Its reward is 0, the group is filtered out by dynamic sampling:
+# the shape of truncated reasoning on prompts the model cannot solve yet, a step's long tail that
+# trains nothing. The other prompts are answered the way the task asks, one digit then EOS (a
+# second digit 1 time in 1000), rewarded on that digit as in the embedded default.
+# Why in the data, and why with wide margins: any length decision that training can move drifts
+# under RL within 20 steps (an earlier workload made 4% of all responses long by a per-token
+# probability, another let easy answers run on with probability 9/10 a digit: both moved 2x in
+# either direction), so the policy-off and policy-on runs ended up timing different workloads.
+# The hard prompts are the same in both runs, their tokens are never trained, and the easy
+# answers' stop is 9 nats ahead of going on.
+LONG_TAIL = {"hard_fraction": 0.125, "stop_after_digit": 0.999, "stop_in_long": 1 / 500}
+HARD_MARK = "?"
 
 
-def shape_long_tail(model) -> None:
-    """Give a random Qwen2 the tail workload's length distribution, keeping it trainable.
+def shape_long_tail(model, p: dict = LONG_TAIL) -> None:
+    """Give a random Qwen2 the tail workload's next-token table, keeping it trainable.
 
     Token embeddings are set orthogonal (norm sqrt(hidden), what the final RMSNorm keeps), and
     the untied output head to ``table @ E / hidden``: with the randomly initialised layers' small
     contributions, the logits after token ``x`` are ``table[x]``. The layers stay random, so the
-    answer (which needs attention to the prompt) is still learnt; the table only fixes how long
-    the responses run at the start.
+    answer (which needs attention to the prompt) is still learnt; the table fixes how long the
+    responses run: after "=" a digit, after a digit another digit or EOS, after "?" another "?"
+    or EOS. Every other continuation is 12 nats down (e^-12 per token).
     """
     import math
 
@@ -132,17 +144,15 @@ def shape_long_tail(model) -> None:
 
     cfg, v = model.config, len(VOCAB)
     digits = [VOCAB.index(d) for d in DIGITS]
-    eos, eq, long_tok = VOCAB.index("<|im_end|>"), VOCAB.index("="), VOCAB.index("?")
-    off = -12.0  # a token that should not follow (e^-12 per token)
+    eos, eq, long_tok = VOCAB.index("<|im_end|>"), VOCAB.index("="), VOCAB.index(HARD_MARK)
+    off = -12.0
     table = torch.full((v, v), off)
-    p = LONG_TAIL
     table[eq, digits] = 0.0  # the first answer token: any digit, uniformly
-    # After a digit: log-odds against one particular next digit of stopping or entering the long run.
-    cont = (1.0 - p["stop_after_digit"] - p["enter_long"]) / len(digits)
+    # After a digit: log-odds of stopping against one particular next digit.
+    cont = (1.0 - p["stop_after_digit"]) / len(digits)
     for d in digits:
         table[d, digits] = 0.0
         table[d, eos] = math.log(p["stop_after_digit"] / cont)
-        table[d, long_tok] = math.log(p["enter_long"] / cont)
     table[long_tok, long_tok] = math.log((1.0 - p["stop_in_long"]) / p["stop_in_long"])
     table[long_tok, eos] = 0.0
     for other in set(range(v)) - set(digits) - {eq, long_tok}:
@@ -155,13 +165,17 @@ def shape_long_tail(model) -> None:
         model.lm_head.weight.copy_(table.T @ emb / cfg.hidden_size)
 
 
-def write_split(path: Path, rows: int, seed: int, split: str) -> None:
+def write_split(path: Path, rows: int, seed: int, split: str, hard_fraction: float = 0.0) -> None:
+    """Write one parquet split; ``hard_fraction`` of the prompts (the tail workload's) end in "?"."""
     import pandas as pd
 
     rng = random.Random(seed)
+    hard = random.Random(seed + 1000)  # its own stream: the prompts are those of hard_fraction=0
     records = []
     for index in range(rows):
         prompt, answer = make_example(rng)
+        if hard.random() < hard_fraction:
+            prompt = f"{prompt} {HARD_MARK}"
         records.append(
             {
                 "data_source": DATA_SOURCE,
@@ -181,16 +195,26 @@ def build(
     val_rows: int = 64,
     force: bool = False,
     workload: str = "first_digit",
+    long_tail: dict | None = None,
 ) -> Path:
+    """Build (or reuse, when its stamp matches) the assets of ``workload`` under ``root``.
+
+    ``long_tail`` (tail workload only) overrides entries of ``LONG_TAIL``; the tests use it for
+    answers that run on, so that the cut finds short responses mid-generation.
+    """
     if workload not in MODEL_SPECS:
         raise ValueError(f"unknown workload {workload!r}; accepted: {', '.join(MODEL_SPECS)}")
+    unknown = sorted(set(long_tail or {}) - set(LONG_TAIL))
+    if unknown:
+        raise ValueError(f"unknown long_tail key(s) {', '.join(unknown)}; accepted: {', '.join(LONG_TAIL)}")
+    long_tail = {**LONG_TAIL, **(long_tail or {})}
     root = Path(root).expanduser()
     stamp = {"spec_version": SPEC_VERSION, "seed": seed, "train_rows": train_rows, "val_rows": val_rows}
     if workload != "first_digit":
         stamp["workload"] = workload
     if workload == "tail":
         # A changed model or distribution rebuilds the cached assets.
-        stamp.update(long_tail=LONG_TAIL, model=MODEL_SPECS[workload])
+        stamp.update(long_tail=long_tail, model=MODEL_SPECS[workload])
     stamp_file = root / "assets.json"
     if not force and stamp_file.exists() and json.loads(stamp_file.read_text()) == stamp:
         return root
@@ -200,9 +224,10 @@ def build(
         (tmp / "model").mkdir()
         (tmp / "data").mkdir()
         build_tokenizer().save_pretrained(tmp / "model")
-        build_model(seed, workload).save_pretrained(tmp / "model")
-        write_split(tmp / "data" / "train.parquet", train_rows, seed + 1, "train")
-        write_split(tmp / "data" / "val.parquet", val_rows, seed + 2, "test")
+        build_model(seed, workload, long_tail).save_pretrained(tmp / "model")
+        hard = long_tail["hard_fraction"] if workload == "tail" else 0.0
+        write_split(tmp / "data" / "train.parquet", train_rows, seed + 1, "train", hard)
+        write_split(tmp / "data" / "val.parquet", val_rows, seed + 2, "test", hard)
         (tmp / "assets.json").write_text(json.dumps(stamp))
         if root.exists():
             shutil.rmtree(root)
