@@ -338,7 +338,8 @@ def test_tail_workload_has_a_long_tail_in_its_data(tmp_path):
 
     tok = AutoTokenizer.from_pretrained(root / "model")
     rendered = {c: tok.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True,
-                                           tokenize=False) for c in contents[:40]}
+                                           tokenize=False)
+                for c in [c for c in contents if c.endswith("?")][:20] + [c for c in contents if not c.endswith("?")][:20]}
     assert all(r.endswith("?") == c.endswith("?") and r.endswith("=") != c.endswith("?") for c, r in rendered.items())
 
     eng = HFGenerationEngine(load_causal_lm(str(root / "model")), eos_token_ids=[1], pad_token_id=0)
