@@ -104,7 +104,18 @@ def check_rollout_tail(config: DictConfig) -> None:
         raise PreflightError(str(exc)) from exc
 
 
+def check_upstream_objects(config: DictConfig) -> None:
+    """verl's own config dataclasses build from this config (their validation runs here, not in Ray)."""
+    from verl.ascend.effective import UpstreamConfigError, build_upstream_configs
+
+    try:
+        build_upstream_configs(config)
+    except UpstreamConfigError as exc:
+        raise PreflightError(str(exc)) from exc
+
+
 def check_all(config: DictConfig) -> None:
+    check_upstream_objects(config)
     check_rollout_tail(config)
     check_model(config)
     check_data(config)

@@ -26,6 +26,7 @@ from typing import Any
 
 from verl.ascend.doctor import (
     rules_context,
+    rules_effective,
     rules_env,
     rules_fsdp,
     rules_layout,
@@ -42,6 +43,7 @@ IGNORE_ENV = "VERL_ASCEND_DOCTOR_IGNORE"
 
 Rule = Callable[[ConfigView], Iterable[Finding]]
 RULES: tuple[Rule, ...] = (
+    *rules_effective.RULES,
     *rules_env.RULES,
     *rules_reward.RULES,
     *rules_sampling.RULES,

@@ -1,0 +1,140 @@
+"""Effective settings: each switch's value at the place upstream verl 0.9.1 consumes it.
+
+Why: checking the key a user *set* proves nothing (``actor.use_torch_compile=false`` is read by
+nothing; the FSDP engine reads ``actor.fsdp_config.use_torch_compile``). So, in the driver and
+before Ray, this module builds the objects upstream's workers build from the composed config --
+verl's own config dataclasses, whose ``__post_init__`` validation then runs here too (a bad
+``rollout.mode`` fails now with upstream's message, not inside a Ray actor) -- and reads:
+
+- the actor's FSDP engine config (``FSDPEngineConfig``, read by
+  ``verl/workers/engine/fsdp/transformer_impl.py``) and optimiser config;
+- the vLLM engine arguments verl's rollout server would pass (``vllm_async_server.py``: the
+  rollout config's fields plus ``engine_kwargs.vllm`` verbatim, with the env profile's
+  ``additional_config`` merged in as ``apply_to_config`` delivers it);
+- the environment of each role (the env profile).
+
+Used by ``DRY_RUN=1`` (printed), preflight (:func:`build_upstream_configs`) and the doctor
+(``rules_effective``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+ACTOR = "actor_rollout_ref.actor"
+ROLLOUT = "actor_rollout_ref.rollout"
+UNREAD_KEYS_PATH = Path(__file__).with_name("upstream_unread_keys.yaml")
+ENGINE_FIELDS = (
+    "strategy",
+    "use_torch_compile",
+    "entropy_from_logits_with_chunking",
+    "forward_prefetch",
+    "param_offload",
+    "optimizer_offload",
+    "fsdp_size",
+    "ulysses_sequence_parallel_size",
+)
+# RolloutConfig field -> vLLM engine argument, as vllm_async_server.py maps them.
+VLLM_ARGS = {
+    "tensor_model_parallel_size": "tensor_parallel_size",
+    "enable_chunked_prefill": "enable_chunked_prefill",
+    "enforce_eager": "enforce_eager",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "max_model_len": "max_model_len",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "enable_sleep_mode": "enable_sleep_mode",
+}
+
+
+class UpstreamConfigError(ValueError):
+    """verl's own config dataclass refused a section; ``key`` is the section, the message is upstream's."""
+
+    def __init__(self, key: str, cause: BaseException):
+        self.key = key
+        super().__init__(f"{key}: upstream verl rejected it while building its config object: {cause}")
+
+
+def build_upstream_configs(config: DictConfig) -> dict[str, Any]:
+    """``{"actor": FSDPActorConfig, "rollout": RolloutConfig}`` built as verl's workers build them."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    built = {}
+    for name, key in (("actor", ACTOR), ("rollout", ROLLOUT)):
+        node = OmegaConf.select(config, key)
+        if node is None:
+            continue
+        try:
+            built[name] = omega_conf_to_dataclass(node)
+        except Exception as exc:  # upstream raises ValueError/AssertionError/TypeError/InstantiationException
+            cause = exc.__cause__ or exc
+            raise UpstreamConfigError(key, cause) from exc
+    return built
+
+
+def vllm_engine_args(rollout, profile=None) -> dict[str, Any]:
+    """The vLLM engine arguments verl's rollout server derives from ``rollout`` (the switches among them)."""
+    args = {arg: getattr(rollout, field) for field, arg in VLLM_ARGS.items()}
+    kwargs = dict((rollout.engine_kwargs or {}).get("vllm") or {})
+    args.update({k: v for k, v in kwargs.items() if v is not None})
+    if profile is not None and profile.additional_config:
+        from verl.ascend.vllm_switches import user_additional_config
+
+        merged = {**profile.additional_config_values(), **user_additional_config({"additional_config": kwargs})}
+        args["additional_config"] = merged
+    return args
+
+
+def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, Mapping) and value:
+        return [item for k, v in value.items() for item in _flatten(f"{prefix}.{k}", v)]
+    return [(prefix, value)]
+
+
+def effective_settings(config: DictConfig, environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Section title -> {consumed key: value}; raises :class:`UpstreamConfigError`."""
+    from verl.ascend.env_profile import evaluate_env_profile
+
+    built = build_upstream_configs(config)
+    profile, _errors = evaluate_env_profile(config, environ)
+    sections: dict[str, dict[str, Any]] = {}
+    actor = built.get("actor")
+    if actor is not None:
+        engine = {f"{ACTOR}.fsdp_config.{f}": getattr(actor.fsdp_config, f, None) for f in ENGINE_FIELDS}
+        engine[f"{ACTOR}.optim.clip_grad"] = actor.optim.clip_grad
+        sections["actor engine (FSDPEngineConfig + optimizer, read by verl/workers/engine/fsdp)"] = engine
+    rollout = built.get("rollout")
+    if rollout is not None and rollout.name == "vllm":
+        args = vllm_engine_args(rollout, profile)
+        flat = dict(item for k, v in args.items() for item in _flatten(f"{ROLLOUT} -> vllm.{k}", v))
+        sections["vLLM engine arguments (verl/workers/rollout/vllm_rollout/vllm_async_server.py)"] = flat
+    stack = {f"{name}": surface.describe() for name, surface in profile.stack.items()}
+    sections["target stack (verl/ascend/stack.py)"] = stack
+    return sections
+
+
+def render(config: DictConfig, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The effective settings as ``key: value`` lines (for DRY_RUN); an upstream refusal as a comment."""
+    try:
+        sections = effective_settings(config, environ)
+    except UpstreamConfigError as exc:
+        return [f"# not resolved: {exc}", "# (the doctor below refuses the run: upstream_config_rejected)"]
+    lines = []
+    for title, values in sections.items():
+        lines.append(f"# --- {title}")
+        for key, value in values.items():
+            shown = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
+            lines.append(f"{key}: {shown}")
+    return lines
+
+
+@functools.cache
+def unread_keys() -> dict[str, dict]:
+    """Generated by scripts/verl_unread_keys.py from the installed verl: key -> {default, read_instead}."""
+    return yaml.safe_load(UNREAD_KEYS_PATH.read_text())["unread"]
