@@ -38,7 +38,12 @@ TABLE_PATH = Path(__file__).with_name("env_profile.yaml")
 DEFAULTS_PATH = Path(__file__).parent / "config" / "ascend.yaml"
 PROFILE_ENV = "VERL_ASCEND_ENV_PROFILE"
 ROLES = ("train", "rollout")
-KNOBS = ("mc2", "aiv", "vllm_v1")
+KNOBS = ("mc2", "aiv")
+ADDITIONAL_CONFIG_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config"
+# ascend.env keys that existed once: the error says why they are gone instead of "unknown key".
+REMOVED_KNOBS = {
+    "vllm_v1": "VLLM_USE_V1 does not exist in vLLM 0.23 (V1 is its only engine; verl passes enable_chunked_prefill)"
+}
 RAY_ENV_KEY = "ray_kwargs.ray_init.runtime_env.env_vars"
 
 __all__ = [
@@ -57,8 +62,7 @@ __all__ = [
 class EnvConflictError(ValueError):
     """A violated rule of the env profile: a conflict between switches, or a value not accepted.
 
-    ``rule`` is a short stable id (``task_queue_2_with_graph_mode``, ``aiv_with_mc2``,
-    ``mc2_needs_tp_gt_1``, ``chunked_prefill_needs_v1``, ``device_npu_platform_mismatch``,
+    ``rule`` is a short stable id (``device_npu_platform_mismatch``, ``switch_unavailable``,
     ``invalid_value``); ``keys`` are the switches involved (env var names and/or config keys).
     """
 
@@ -92,6 +96,14 @@ class EnvProfile:
 
     settings: dict[str, dict[str, EnvSetting]] = field(default_factory=lambda: {r: {} for r in ROLES})
     warnings: list[str] = field(default_factory=list)
+    # vllm-ascend additional_config key -> setting (role "rollout"; value JSON-encoded); delivered
+    # through actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config, not the environment.
+    additional_config: dict[str, EnvSetting] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # decisions worth a line, never a problem
+    stack: dict[str, Any] = field(default_factory=dict)  # package -> verl.ascend.stack.Surface
+
+    def additional_config_values(self) -> dict[str, Any]:
+        return {k: json.loads(s.value) for k, s in self.additional_config.items()}
 
     def env(self, role: str) -> dict[str, str]:
         return {k: s.value for k, s in self.settings[role].items()}
@@ -201,9 +213,14 @@ def ascend_settings(config: DictConfig | Mapping | None, errors: list[EnvConflic
         )
     env_user = dict(user.get("env") or {})
     for key in sorted(set(env_user) - set(defaults["env"])):
+        why = f"{REMOVED_KNOBS[key]}; remove it" if key in REMOVED_KNOBS else "unknown key"
+        errors.append(
+            EnvConflictError("invalid_value", (f"ascend.env.{key}",), f"{why}; accepted: {', '.join(defaults['env'])}")
+        )
+    for key in sorted(set(user.get("stack") or {}) - set(defaults["stack"])):
         errors.append(
             EnvConflictError(
-                "invalid_value", (f"ascend.env.{key}",), f"unknown key; accepted: {', '.join(defaults['env'])}"
+                "invalid_value", (f"ascend.stack.{key}",), f"unknown key; accepted: {', '.join(defaults['stack'])}"
             )
         )
     fused = {**defaults["fused_ops"], **dict(user.get("fused_ops") or {})}
@@ -318,6 +335,12 @@ def _normalise(var: dict, raw: Any, source_key: str, errors: list[EnvConflictErr
             EnvConflictError("invalid_value", (name, source_key), f"{value!r} is not accepted; must match {pattern}")
         )
         return None
+    low, high = var.get("range", (None, None))
+    if low is not None and not low <= int(value) <= high:
+        errors.append(
+            EnvConflictError("invalid_value", (name, source_key), f"{value} is out of range; accepted: {low}..{high}")
+        )
+        return None
     return value
 
 
@@ -353,7 +376,6 @@ def _update_env_facts(facts: dict, profile: EnvProfile, name: str) -> None:
         facts[f"env.{role}.{name}"] = profile.effective(role).get(name)
     setting = profile.settings["rollout"].get(name) or profile.settings["train"].get(name)
     facts[f"source.{name}"] = setting.source if setting else None
-    facts["mc2"] = profile.effective("rollout").get("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE") == "1"
 
 
 def _choose(var: dict, facts: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]] | None:
@@ -392,12 +414,15 @@ def _conflict_message(item: dict, profile: EnvProfile) -> str:
 
 def evaluate_env_profile(config, environ: Mapping[str, str] | None = None) -> tuple[EnvProfile, list[EnvConflictError]]:
     """The profile and every violated rule, without raising (used by the CLI)."""
+    from verl.ascend import vllm_switches
+
     environ = os.environ if environ is None else environ
     errors: list[EnvConflictError] = []
     settings = ascend_settings(config, errors)
     facts = config_facts(config, settings)
     explicit = _explicit_values(config, environ, settings)
     profile = EnvProfile()
+    vllm_switches.resolve(config, environ, facts, profile, errors, settings)
     variables = table_variables()
     for name, var in variables.items():
         if name in explicit:
@@ -475,8 +500,28 @@ def apply_to_config(config: DictConfig, environ: Mapping[str, str] | None = None
                 env_vars[name] = value
                 applied.append(name)
         env_vars[PROFILE_ENV] = profile.to_json(applied)
+        _apply_additional_config(config, profile)
     os.environ[PROFILE_ENV] = profile.to_json(applied)
     return profile
+
+
+def _apply_additional_config(config: DictConfig, profile: EnvProfile) -> None:
+    """Put the table's vllm-ascend ``additional_config`` keys where verl forwards them to vLLM.
+
+    verl 0.9.1's vLLM server passes ``rollout.engine_kwargs.vllm`` verbatim into the engine
+    arguments (a dict value is JSON-encoded for the CLI); keys the user set there stay as they are.
+    """
+    chosen = {k: json.loads(s.value) for k, s in profile.additional_config.items() if s.source == "table"}
+    if not chosen:
+        return
+    current = _select(config, ADDITIONAL_CONFIG_KEY)
+    if isinstance(current, str):  # a JSON string: keep the user's form, merge into it
+        merged = {**chosen, **(json.loads(current) if current.strip() else {})}
+        OmegaConf.update(config, ADDITIONAL_CONFIG_KEY, json.dumps(merged), force_add=True)
+        return
+    for key, value in chosen.items():
+        if current is None or key not in current:
+            OmegaConf.update(config, f"{ADDITIONAL_CONFIG_KEY}.{key}", value, force_add=True)
 
 
 def profile_from_environ(environ: Mapping[str, str] | None = None) -> dict | None:

@@ -44,10 +44,13 @@ def env_conflicts(view: ConfigView) -> Iterator[Finding]:
         yield Finding(conflict.rule, ERROR, str(conflict), tuple(conflict.keys))
     if conflicts:
         return
-    for warning in env_profile.resolve_env_profile(view.config, view.environ).warnings:
+    profile = env_profile.resolve_env_profile(view.config, view.environ)
+    for warning in profile.warnings:
         match = _WARNING_ID.match(warning)
         rule, message = (match["rule"], match["message"]) if match else ("env_profile_warning", warning)
         yield Finding(rule, WARN, message)
+    for note in profile.notes:
+        yield Finding("stack_route", INFO, note)
 
 
 RULES = (env_conflicts,)
