@@ -39,7 +39,7 @@ setup(
             "ascend = verl.ascend.plugin:register",
         ],
         "vllm.general_plugins": [
-            "verl_ascend_import_order = verl.ascend.vllm_plugin:register",
+            "verl_ascend_env_check = verl.ascend.vllm_plugin:register",
         ],
     },
 )

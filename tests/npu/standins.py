@@ -1,16 +1,14 @@
 """Stand-in ``vllm`` / ``vllm_ascend`` packages that record their import order.
 
-They reproduce only what the import-order hook depends on, modelled on vllm-ascend 0.10.1rc1:
+They reproduce only what verl-ascend's vLLM plugin depends on, modelled on vllm-ascend 0.23.0:
 - ``vllm.plugins.load_general_plugins()`` loads the ``vllm.general_plugins`` entry points
   (honouring ``VLLM_PLUGINS``), as vLLM does at the start of each process;
 - ``vllm.platforms.current_platform.device_type`` comes from ``STANDIN_VLLM_DEVICE`` (npu);
-- ``vllm_ascend.patch.worker``, *when imported*, rebinds
-  ``vllm.model_executor.layers.linear.RowParallelLinear`` to an mc2 subclass if
-  ``VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE=1`` is set then;
-- ``vllm.model_executor.models.qwen2`` binds ``RowParallelLinear`` by name at import;
-- ``vllm.worker``: ``init_worker()`` = load plugins, import the worker extension named in
-  ``STANDIN_WORKER_EXTENSION`` (verl's extension may import model modules), then the
-  NPUWorker's own ``adapt_patch()``; ``load_model()`` says which class the model got;
+- ``vllm_ascend.worker.worker`` (NPUWorker's module) and ``vllm_ascend.patch.worker`` record
+  their import;
+- ``vllm.worker``: ``init_worker()`` = load plugins, import NPUWorker's module, import the worker
+  extension named in ``STANDIN_WORKER_EXTENSION`` (verl's extension may import model modules),
+  then NPUWorker.__init__'s ``adapt_patch()`` (the worker patches); ``load_model()`` imports qwen2;
 - ``vllm_ascend-<version>.dist-info`` gives ``importlib.metadata`` its version.
 Every module appends ``<pid> <module>`` to the file named by ``STANDIN_IMPORT_LOG``.
 """
@@ -83,6 +81,7 @@ def init_worker():
     from vllm.plugins import load_general_plugins
 
     load_general_plugins()
+    importlib.import_module("vllm_ascend.worker.worker")
     extension = os.environ.get("STANDIN_WORKER_EXTENSION")
     if extension:
         importlib.import_module(extension)
@@ -107,27 +106,15 @@ def run_worker():
     ),
     "vllm_ascend/__init__.py": "from vllm._log import record\nrecord('vllm_ascend')\n",
     "vllm_ascend/patch/__init__.py": "",
-    "vllm_ascend/patch/worker/__init__.py": """
-import os
-
-import vllm.model_executor.layers.linear as linear
-from vllm._log import record
-
-record("vllm_ascend.patch.worker")
-
-if os.environ.get("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", "0") == "1":
-
-    class AscendRowParallelLinear(linear.RowParallelLinear):
-        kind = "mc2"
-
-    linear.RowParallelLinear = AscendRowParallelLinear
-""",
+    "vllm_ascend/patch/worker/__init__.py": "from vllm._log import record\nrecord('vllm_ascend.patch.worker')\n",
+    "vllm_ascend/worker/__init__.py": "",
+    "vllm_ascend/worker/worker.py": "from vllm._log import record\nrecord('vllm_ascend.worker.worker')\n",
 }
 
 MODULE_PREFIXES = ("vllm", "vllm_ascend", "standin_verl_extension")
 
 
-def write(root: Path, vllm_ascend_version: str = "0.10.1rc1") -> Path:
+def write(root: Path, vllm_ascend_version: str = "0.23.0") -> Path:
     """Materialise the stand-ins under ``root``; returns ``root`` (put it on sys.path / PYTHONPATH)."""
     for rel, text in FILES.items():
         path = root / rel

@@ -121,29 +121,22 @@ PATCHES: tuple[RuntimePatch, ...] = (
         fingerprints={"verl.utils.device:is_torch_npu_available": "e198a3436c4cf595"},
     ),
     RuntimePatch(
-        id="vllm_ascend_worker_patch_order",
+        id="vllm_env_check",
         target=(
-            "import order of vllm_ascend.patch.worker vs vllm.model_executor.models.* in every vLLM process "
-            "(vllm-ascend 0.10.0rc1 to 0.11.x)"
+            "sys.meta_path of every vLLM process on the NPU platform (an import observer that fires once, at the "
+            "first vllm.model_executor.models.<model> import), plus os.environ for missing VLLM_ASCEND_* variables"
         ),
         why=(
-            "Those versions rebind module-level names when vllm_ascend.patch.worker is imported: 0.10.0rc1/0.10.1rc1 "
-            "RowParallelLinear -> the mc2 class (reading VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE then), 0.11.x "
-            "Qwen3-Next's fla kernels. A model module imported earlier keeps the originals (mc2 silently lost). "
-            "The hook imports the worker patches right before the first model module, after checking the "
-            "rollout env profile."
+            "The only place that can see whether the rollout env profile reached a vLLM process, and whether "
+            "vllm-ascend's worker patches (vllm_ascend.patch.worker, imported in NPUWorker.__init__) are in place "
+            "before a model module loads. It logs one env line per process and warns otherwise; it imports "
+            "nothing. (It replaced an import-order hook for vllm-ascend 0.10.0rc1-0.11.x, which acted on no "
+            "supported release: mc2 is chosen at layer construction since PR #2167, v0.10.2rc1.)"
         ),
-        switched_on=(
-            "vllm.general_plugins entry point verl_ascend_import_order, in every vLLM process; acts only on the "
-            "NPU platform with vllm-ascend in [0.10.0rc1, 0.12.0rc1); VERL_ASCEND_VLLM_IMPORT_ORDER=0 disables, "
-            "=1 forces."
-        ),
-        upstream_fix=(
-            "vllm-ascend PR #2167 (commit 5a71815, v0.10.2rc1: mc2 chosen when AscendRowParallelLinear is "
-            "constructed) and PR #4354 (commit 463910e, v0.12.0rc1: Qwen3-Next kernels looked up at call time)."
-        ),
-        remove_when="the oldest vllm-ascend we support is >= 0.12.0rc1 (requirements/npu.txt already is).",
-        test="tests/npu/test_vllm_import_order.py",
+        switched_on="vllm.general_plugins entry point verl_ascend_env_check, in every vLLM process; NPU platform only.",
+        upstream_fix="None needed: a check, not a fix; vLLM has no hook that reports a process's environment.",
+        remove_when="never while the env profile is delivered through the rollout servers' runtime_env.",
+        test="tests/npu/test_vllm_plugin.py",
         code="verl/ascend/vllm_plugin.py",
     ),
     RuntimePatch(
