@@ -9,7 +9,8 @@ What it adds to upstream's platform:
 - ``rollout_env_vars()``: upstream's variables plus the rollout role of the resolved env
   profile (``VERL_ASCEND_ENV_PROFILE``), which upstream passes into the runtime_env of every
   rollout server actor, hence into every vLLM process it spawns;
-- ``apply_model_patches(model_type)``: the fused-op patches (:mod:`verl.ascend.ops`);
+- (no ``apply_model_patches`` override: verl 0.9.1 never calls that seam; the fused-op patches
+  arrive through the FSDP engine's ``apply_npu_fsdp_patches`` hook, :mod:`verl.ascend.patch.fsdp_engine`);
 - under the CPU emulator (:mod:`verl.ascend.emulator`): tensors stay on the CPU
   (``device_name == "cpu"``, collectives over ``gloo``) while vendor, Ray resource (``NPU``),
   visible-devices variable and env handling stay the NPU's.
@@ -84,7 +85,3 @@ class AscendPlatform(PlatformNPU):
         env.update(rollout_env_from_environ())
         return env
 
-    def apply_model_patches(self, model_type: str) -> None:
-        from verl.ascend.ops import apply_fused_ops
-
-        apply_fused_ops(model_type)

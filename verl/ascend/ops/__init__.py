@@ -5,8 +5,9 @@
 and the rotary embedding -> ``torch_npu.npu_rotary_mul``, each behind its own switch
 (:mod:`verl.ascend.ops.switches`). It runs in every process that builds a model: the FSDP
 engine calls it through upstream's ``apply_npu_fsdp_patches`` seam (rerouted in
-:mod:`verl.ascend.patch.fsdp_engine`), other model builders through the platform's
-``apply_model_patches(model_type)``.
+:mod:`verl.ascend.patch.fsdp_engine`), the only model-building seam verl 0.9.1 calls (its
+platform's ``apply_model_patches`` is never called, so it is not overridden); other code may call
+``apply_fused_ops`` directly.
 
 Relation to upstream's ``verl/models/transformers/npu_patch.py``:
 - architectures listed in :data:`verl.ascend.ops.targets.ARCH_TARGETS` are patched here, with
