@@ -139,3 +139,70 @@ def surface(package: str, config=None, environ: Mapping[str, str] | None = None)
         frozenset(data.get("additional_config_keys", [])),
         dict(data.get("env_fallbacks", {})),
     )
+
+
+# The rest of the NPU set (requirements/npu.txt), for the install acceptance check.
+EXPECTED = {
+    "torch": "2.10.0",
+    "torch-npu": "2.10.0.post4",
+    "transformers": "5.5.4",
+    "vllm": PINNED["vllm"],
+    "vllm-ascend": PINNED["vllm-ascend"],
+    "verl": "0.9.1",
+}
+
+
+def emitted_names(table: Mapping) -> dict[str, set[str]]:
+    """package -> the env variables and ``additional_config`` keys the profile table can emit for it."""
+    names: dict[str, set[str]] = {package: set() for package in PACKAGES}
+    for var in table.get("variables", []):
+        if var.get("consumer") in names:
+            names[var["consumer"]].add(var["name"])
+    for entry in table.get("additional_config", []):
+        names[entry.get("consumer", "vllm-ascend")].add(f"additional_config.{entry['key']}")
+    return names
+
+
+def missing_names(table: Mapping, package: str, surface: Surface, gated: bool = True) -> list[str]:
+    """Names the table can emit for ``package`` that ``surface`` does not define.
+
+    With ``gated`` (the default), ``additional_config`` entries are exempt where the release lacks
+    them: the profile does not emit those there (it reports the switch unavailable instead).
+    """
+    missing = []
+    for name in sorted(emitted_names(table)[package]):
+        if name.startswith("additional_config."):
+            if not gated and name.split(".", 1)[1] not in surface.additional_config_keys:
+                missing.append(name)
+        elif name not in surface.env_vars:
+            missing.append(name)
+    return missing
+
+
+def main(environ: Mapping[str, str] | None = None) -> int:
+    """``python -m verl.ascend.stack``: the install acceptance check of an Ascend host.
+
+    Prints each package of the NPU set with its installed and expected version and, for vLLM and
+    vllm-ascend, the profile's names missing from the installed release. Exit 1 on any mismatch.
+    """
+    from verl.ascend.env_profile import load_table
+
+    ok = True
+    for package, expected in EXPECTED.items():
+        installed = _installed(package)
+        good = installed == expected
+        ok &= good
+        print(f"{'ok' if good else 'MISMATCH':8} {package}: installed {installed or 'none'}, expected {expected}")
+    for package in PACKAGES:
+        if _installed(package) is None:
+            continue
+        found = surface(package, None, environ)
+        missing = missing_names(load_table(), package, found)
+        ok &= not missing
+        print(f"{'ok' if not missing else 'MISMATCH':8} {found.describe()}: missing {', '.join(missing) or 'none'}")
+    print("stack check: " + ("OK" if ok else "FAILED (see MISMATCH lines; requirements/npu.txt says how to install)"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
