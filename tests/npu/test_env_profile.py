@@ -13,6 +13,7 @@ from verl.ascend.env_profile import (
     PROFILE_ENV,
     EnvConflictError,
     apply_to_config,
+    evaluate_env_profile,
     find_conflicts,
     resolve_env_profile,
     rollout_env_from_environ,
@@ -62,13 +63,16 @@ def test_task_queue_1_with_graph_mode(make):
     assert "graph" in profile.reason("TASK_QUEUE_ENABLE", "rollout")
 
 
-def test_exported_task_queue_2_with_graph_mode_is_a_conflict_naming_both(make):
-    with pytest.raises(EnvConflictError) as info:
-        resolve_env_profile(make(**{EAGER: False}), environ={"TASK_QUEUE_ENABLE": "2"})
-    err = info.value
-    assert err.rule == "task_queue_2_with_graph_mode"
-    assert err.keys == ("TASK_QUEUE_ENABLE", EAGER)
-    assert "TASK_QUEUE_ENABLE" in str(err) and EAGER in str(err)
+def warning_ids(profile):
+    return sorted(w.split("]")[0].lstrip("[") for w in profile.warnings)
+
+
+def test_exported_task_queue_2_with_graph_mode_is_a_sourced_warning(make):
+    """Article-only rule (no torch_npu/vllm-ascend document): a warning that says so, not a refusal."""
+    profile = resolve_env_profile(make(**{EAGER: False}), environ={"TASK_QUEUE_ENABLE": "2"})
+    assert profile.effective("rollout")["TASK_QUEUE_ENABLE"] == "2"
+    (warning,) = [w for w in profile.warnings if "task_queue_2_with_graph_mode" in w]
+    assert "source article" in warning and "unverified" in warning and EAGER in warning
 
 
 def test_exported_task_queue_wins_when_no_conflict(make):
@@ -85,9 +89,9 @@ def test_rollout_only_task_queue_resolves_the_conflict(make):
     assert "VLLM_ASCEND_TASK_QUEUE_ENABLE" in profile.reason("TASK_QUEUE_ENABLE", "rollout")
 
 
-def test_rollout_only_task_queue_2_with_graph_mode_is_a_conflict(make):
-    errors = find_conflicts(make(**{EAGER: False}), environ={"VLLM_ASCEND_TASK_QUEUE_ENABLE": "2"})
-    assert rules(errors) == ["task_queue_2_with_graph_mode"]
+def test_rollout_only_task_queue_2_with_graph_mode_warns(make):
+    profile, errors = evaluate_env_profile(make(**{EAGER: False}), environ={"VLLM_ASCEND_TASK_QUEUE_ENABLE": "2"})
+    assert errors == [] and "task_queue_2_with_graph_mode" in warning_ids(profile)
 
 
 def test_launch_blocking_warns_that_task_queue_is_off(make):
@@ -98,22 +102,19 @@ def test_launch_blocking_warns_that_task_queue_is_off(make):
 # --------------------------------------------------------------------------- mc2 and AIV
 
 
-def test_mc2_on_by_default_only_for_vllm_at_tp_8(make):
+def test_mc2_on_by_default_only_for_vllm_at_tp_8_as_additional_config(make):
     on = resolve_env_profile(make(**{ENGINE: "vllm", TP: 8}), environ={})
-    assert on.rollout_env_vars()["VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE"] == "1"
-    assert "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE" not in on.env("train")  # rollout only
+    assert on.additional_config_values() == {"enable_matmul_allreduce": True}
+    assert "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE" not in on.effective("rollout")  # the deprecated route is gone
     for kw in ({ENGINE: "vllm", TP: 4}, {ENGINE: "sglang", TP: 8}):
-        assert "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE" not in resolve_env_profile(make(**kw), environ={}).effective(
-            "rollout"
-        )
+        assert resolve_env_profile(make(**kw), environ={}).additional_config == {}
 
 
-def test_mc2_needs_tp_gt_1(make):
-    errors = find_conflicts(make(**{ENGINE: "vllm", TP: 1, "ascend.env.mc2": True}), environ={})
-    assert rules(errors) == ["mc2_needs_tp_gt_1"]
-    assert errors[0].keys == ("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", TP)
-    errors = find_conflicts(make(**{ENGINE: "vllm", TP: 1}), environ={"VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE": "1"})
-    assert rules(errors) == ["mc2_needs_tp_gt_1"]
+def test_mc2_at_tp_1_is_a_warning_and_auto_is_not_applicable(make):
+    profile, errors = evaluate_env_profile(make(**{ENGINE: "vllm", TP: 1, "ascend.env.mc2": True}), environ={})
+    assert errors == [] and "mc2_at_tp_1" in warning_ids(profile)
+    auto = resolve_env_profile(make(**{ENGINE: "vllm", TP: 1}), environ={})
+    assert auto.additional_config == {} and any("not applicable at rollout TP 1" in n for n in auto.notes)
 
 
 def test_aiv_at_tp_8_only_without_mc2_and_only_for_rollout(make):
@@ -126,15 +127,16 @@ def test_aiv_at_tp_8_only_without_mc2_and_only_for_rollout(make):
     assert "HCCL_OP_EXPANSION_MODE" not in tp4.effective("rollout")
 
 
-def test_aiv_with_mc2_is_a_conflict(make):
-    errors = find_conflicts(make(**{ENGINE: "vllm", TP: 8, "ascend.env.aiv": True}), environ={})
-    assert rules(errors) == ["aiv_with_mc2"]
-    assert errors[0].keys == ("HCCL_OP_EXPANSION_MODE", "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE")
+def test_aiv_with_mc2_is_a_sourced_warning(make):
+    profile, errors = evaluate_env_profile(make(**{ENGINE: "vllm", TP: 8, "ascend.env.aiv": True}), environ={})
+    assert errors == [] and "aiv_with_mc2" in warning_ids(profile)
+    (warning,) = [w for w in profile.warnings if "aiv_with_mc2" in w]
+    assert "#3881" in warning and "unverified" in warning
 
 
 def test_exported_aiv_is_global_and_says_so(make):
-    errors = find_conflicts(make(**{ENGINE: "vllm", TP: 8}), environ={"HCCL_OP_EXPANSION_MODE": "AIV"})
-    assert rules(errors) == ["aiv_with_mc2"]
+    profile, errors = evaluate_env_profile(make(**{ENGINE: "vllm", TP: 8}), environ={"HCCL_OP_EXPANSION_MODE": "AIV"})
+    assert errors == [] and "aiv_with_mc2" in warning_ids(profile)
     profile = resolve_env_profile(make(**{ENGINE: "vllm", TP: 4}), environ={"HCCL_OP_EXPANSION_MODE": "AIV"})
     assert profile.env("train")["HCCL_OP_EXPANSION_MODE"] == "AIV"
     assert {w.split("]")[0] for w in profile.warnings} >= {"[aiv_reaches_training", "[aiv_not_at_tp_8"}
@@ -151,18 +153,28 @@ def test_config_override_keeps_a_rollout_variable_rollout_only(make):
 # --------------------------------------------------------------------------- V1, affinity, platform, fused ops
 
 
-def test_vllm_v1_and_chunked_prefill(make):
-    profile = resolve_env_profile(make(**{ENGINE: "vllm"}), environ={})
-    assert profile.rollout_env_vars()["VLLM_USE_V1"] == "1"
-    errors = find_conflicts(
-        make(**{ENGINE: "vllm", "actor_rollout_ref.rollout.enable_chunked_prefill": True}), environ={"VLLM_USE_V1": "0"}
+def test_vllm_v1_is_gone_and_chunked_prefill_needs_no_variable(make):
+    profile, errors = evaluate_env_profile(
+        make(**{ENGINE: "vllm", "actor_rollout_ref.rollout.enable_chunked_prefill": True}), environ={}
     )
-    assert rules(errors) == ["chunked_prefill_needs_v1"]
-    ok = find_conflicts(
-        make(**{ENGINE: "vllm", "actor_rollout_ref.rollout.enable_chunked_prefill": False}),
-        environ={"VLLM_USE_V1": "0"},
-    )
-    assert ok == []
+    assert errors == [] and "VLLM_USE_V1" not in profile.effective("rollout")
+    errors = find_conflicts(make(**{"ascend.env.vllm_v1": True}), environ={})
+    assert rules(errors) == ["invalid_value"] and "does not exist in vLLM 0.23" in str(errors[0])
+
+
+def test_vllm_variable_unknown_to_the_target_release(make):
+    """Config-set: an error naming it; shell-set: a warning (vLLM itself only logs it)."""
+    cfg = make(**{"ray_kwargs.ray_init.runtime_env.env_vars": {"VLLM_USE_V1": "1"}})
+    (error,) = find_conflicts(cfg, environ={})
+    assert error.rule == "switch_unavailable" and "VLLM_USE_V1" in error.keys and "vllm 0.23.0" in str(error)
+    profile, errors = evaluate_env_profile(make(), environ={"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"})
+    assert errors == [] and "env_var_not_read" in warning_ids(profile)
+
+
+def test_deprecated_vllm_ascend_variable_names_its_additional_config_key(make):
+    profile, errors = evaluate_env_profile(make(), environ={"VLLM_ASCEND_ENABLE_FLASHCOMM1": "1"})
+    (warning,) = [w for w in profile.warnings if "env_var_deprecated" in w]
+    assert errors == [] and "additional_config.enable_flashcomm1" in warning
 
 
 def test_cpu_affinity_differs_per_role(make):
@@ -225,6 +237,10 @@ def test_precedence_override_then_ray_kwargs_then_environ(make):
         ({"ascend.env.turbo": True}, {}, ("ascend.env.turbo",)),
         ({"ascend.fused_ops.flash": True}, {}, ("ascend.fused_ops",)),
         ({"ascend.colour": "red"}, {}, ("ascend.colour",)),
+        ({}, {"CPU_AFFINITY_CONF": "2,npu_affine:3"}, ("CPU_AFFINITY_CONF", "environment")),
+        ({}, {"HCCL_CONNECT_TIMEOUT": "60"}, ("HCCL_CONNECT_TIMEOUT", "environment")),
+        ({}, {"HCCL_CONNECT_TIMEOUT": "7201"}, ("HCCL_CONNECT_TIMEOUT", "environment")),
+        ({"ascend.stack.vllm_ascend": "latest"}, {}, ("ascend.stack.vllm_ascend",)),
     ],
 )
 def test_bad_values_name_the_key_and_what_is_accepted(make, overrides, environ, keys):
@@ -234,12 +250,23 @@ def test_bad_values_name_the_key_and_what_is_accepted(make, overrides, environ, 
     assert "accepted" in str(errors[0]) or "must match" in str(errors[0])
 
 
+@pytest.mark.parametrize("value", ["2,npu_affine:1", "mode:1,npu0:0-15,npu_affine:0", "0"])
+def test_cpu_affinity_accepts_the_documented_forms(make, value):
+    assert resolve_env_profile(make(), environ={"CPU_AFFINITY_CONF": value}).env("train")["CPU_AFFINITY_CONF"] == value
+
+
+@pytest.mark.parametrize("value,ok", [("120", True), ("7200", True), ("119", False), ("7201", False)])
+def test_hccl_connect_timeout_range(make, value, ok):
+    assert (find_conflicts(make(), environ={"HCCL_CONNECT_TIMEOUT": value}) == []) is ok
+
+
 def test_all_conflicts_are_reported_and_the_first_is_raised(make):
-    cfg = make(**{ENGINE: "vllm", TP: 1, EAGER: False, "ascend.env.mc2": True, "ascend.env.aiv": True})
-    errors = find_conflicts(cfg, environ={"TASK_QUEUE_ENABLE": "2"})
-    assert rules(errors) == ["aiv_with_mc2", "mc2_needs_tp_gt_1", "task_queue_2_with_graph_mode"]
+    cfg = make(**{"trainer.device": "npu", "ascend.env.mc2": "maybe"})
+    environ = {"VERL_PLATFORM": "cuda", "TASK_QUEUE_ENABLE": "9"}
+    errors = find_conflicts(cfg, environ=environ)
+    assert rules(errors) == ["device_npu_platform_mismatch", "invalid_value", "invalid_value"]
     with pytest.raises(EnvConflictError):
-        resolve_env_profile(cfg, environ={"TASK_QUEUE_ENABLE": "2"})
+        resolve_env_profile(cfg, environ=environ)
 
 
 def test_unknown_override_is_passed_through(make):
@@ -264,10 +291,13 @@ def test_apply_to_config_fills_the_ray_runtime_env(make, monkeypatch):
     profile = apply_to_config(cfg, environ={})
     env_vars = OmegaConf.to_container(cfg.ray_kwargs.ray_init.runtime_env.env_vars)
     assert env_vars["TASK_QUEUE_ENABLE"] == "2" and env_vars["HCCL_CONNECT_TIMEOUT"] == "600"  # user's kept
-    assert "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE" not in env_vars  # rollout only
     data = json.loads(env_vars[PROFILE_ENV])
     assert data["rollout"] == profile.rollout_env_vars() and "HCCL_CONNECT_TIMEOUT" not in data["applied"]
-    assert rollout_env_from_environ()["VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE"] == "1"
+    assert rollout_env_from_environ()["TASK_QUEUE_ENABLE"] == "2"
+    # mc2 goes where verl forwards it to vLLM's engine arguments, not into any environment
+    assert OmegaConf.to_container(cfg.actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config) == {
+        "enable_matmul_allreduce": True
+    }
     # idempotent, and a changed config re-resolves the keys it wrote itself
     OmegaConf.update(cfg, EAGER, False)
     apply_to_config(cfg, environ={})
@@ -283,11 +313,23 @@ def test_apply_to_config_works_on_a_struct_config_without_env_vars(make, monkeyp
     assert PROFILE_ENV in cfg.ray_kwargs.ray_init.runtime_env.env_vars
 
 
+def test_apply_to_config_keeps_the_users_additional_config(make, monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    key = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config"
+    cfg = make(**{ENGINE: "vllm", TP: 8, key: {"enable_matmul_allreduce": False, "enable_cpu_binding": True}})
+    profile = apply_to_config(cfg, environ={})
+    assert OmegaConf.to_container(OmegaConf.select(cfg, key)) == {
+        "enable_matmul_allreduce": False, "enable_cpu_binding": True
+    }
+    assert profile.additional_config["enable_matmul_allreduce"].source == "engine_kwargs"
+    assert "HCCL_OP_EXPANSION_MODE" in profile.rollout_env_vars()  # mc2 off by the user's key -> AIV
+
+
 def test_apply_to_config_refuses_a_conflict(make, monkeypatch):
     monkeypatch.delenv(PROFILE_ENV, raising=False)
-    cfg = make(**{EAGER: False})
-    with pytest.raises(EnvConflictError, match="task_queue_2_with_graph_mode"):
-        apply_to_config(cfg, environ={"TASK_QUEUE_ENABLE": "2"})
+    cfg = make(**{"trainer.device": "npu"})
+    with pytest.raises(EnvConflictError, match="device_npu_platform_mismatch"):
+        apply_to_config(cfg, environ={"VERL_PLATFORM": "cuda"})
     assert (
         "env_vars" not in cfg.ray_kwargs.ray_init.runtime_env
         or PROFILE_ENV not in cfg.ray_kwargs.ray_init.runtime_env.env_vars

@@ -33,7 +33,6 @@ NAMES = [
     "TASK_QUEUE_ENABLE",
     "CPU_AFFINITY_CONF",
     "HCCL_OP_EXPANSION_MODE",
-    "VLLM_USE_V1",
     "VERL_PLATFORM",
     "VERL_ASCEND_FUSED_SWIGLU",
     "VERL_ASCEND_NPU_EMULATOR",
@@ -116,6 +115,6 @@ def test_rollout_role_reaches_the_server_actor_and_the_processes_it_spawns(worke
     assert spawned["pid"] != server["pid"]
     for env in (server["env"], spawned["env"]):
         assert env["HCCL_OP_EXPANSION_MODE"] == rollout["HCCL_OP_EXPANSION_MODE"] == "AIV"
-        assert env["CPU_AFFINITY_CONF"] == "0" and env["VLLM_USE_V1"] == "1"
+        assert env["CPU_AFFINITY_CONF"] == "0" and "VLLM_USE_V1" not in env
         assert env["TASK_QUEUE_ENABLE"] == "1"
         assert env["RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"] == "1"

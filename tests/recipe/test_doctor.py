@@ -26,6 +26,8 @@ SHELL_SWITCHES = (
     "HCCL_OP_EXPANSION_MODE",
     "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE",
     "VLLM_USE_V1",
+    "VERL_ASCEND_TARGET_VLLM",
+    "VERL_ASCEND_TARGET_VLLM_ASCEND",
     "VERL_PLATFORM",
     "VERL_ASCEND_DOCTOR_STRICT",
     "VERL_ASCEND_DOCTOR_IGNORE",
@@ -75,8 +77,8 @@ def test_tiny_cpu_config_is_accepted():
 def test_task_queue_2_with_graph_mode(npu):
     graph = variant(npu, {"actor_rollout_ref.rollout.enforce_eager": False})
     hit = findings(graph, {"TASK_QUEUE_ENABLE": "2"}, rule="task_queue_2_with_graph_mode")
-    assert len(hit) == 1 and hit[0].severity == "error"
-    assert "TASK_QUEUE_ENABLE" in hit[0].keys and "enforce_eager" in hit[0].message
+    assert len(hit) == 1 and hit[0].severity == "warn"  # article-only: warns, stating its source
+    assert "source article" in hit[0].message and "enforce_eager" in hit[0].message
     # Eager mode keeps level 2; graph mode without an explicit level gets level 1 from the profile.
     assert "task_queue_2_with_graph_mode" not in rules(npu, {"TASK_QUEUE_ENABLE": "2"})
     assert "task_queue_2_with_graph_mode" not in rules(graph)
@@ -84,17 +86,69 @@ def test_task_queue_2_with_graph_mode(npu):
 
 def test_aiv_with_mc2(npu):
     both = variant(npu, {"ascend.env.aiv": True, "ascend.env.mc2": True})
-    assert "aiv_with_mc2" in rules(both, severity="error")
+    assert "aiv_with_mc2" in rules(both, severity="warn")
     aiv_only = variant(npu, {"ascend.env.aiv": True, "ascend.env.mc2": False})
     assert "aiv_with_mc2" not in rules(aiv_only)
     assert "aiv_with_mc2" not in rules(npu)
 
 
-def test_mc2_needs_tp_gt_1(npu):
+def test_mc2_at_tp_1(npu):
+    """vllm-ascend falls back to the plain matmul at TP 1: never a refusal."""
     tp1 = variant(npu, {"actor_rollout_ref.rollout.tensor_model_parallel_size": 1})
-    assert "mc2_needs_tp_gt_1" in rules(tp1, severity="error")
-    assert "mc2_needs_tp_gt_1" not in rules(variant(tp1, {"ascend.env.mc2": False}))
-    assert "mc2_needs_tp_gt_1" not in rules(npu)
+    assert doctor.blocking(findings(tp1), strict=False) == []
+    (note,) = findings(tp1, rule="stack_route")
+    assert note.severity == "info" and "not applicable at rollout TP 1" in note.message
+    assert "mc2_at_tp_1" in rules(variant(tp1, {"ascend.env.mc2": True}), severity="warn")
+
+
+def test_mc2_requested_on_a_release_without_it(npu):
+    declared = variant(npu, {"ascend.stack.vllm_ascend": "0.25.1rc1"})
+    assert doctor.blocking(findings(declared), strict=False) == []
+    (hit,) = findings(variant(declared, {"ascend.env.mc2": True}), rule="switch_unavailable")
+    assert hit.severity == "error" and "#12119" in hit.message and hit.keys == ("ascend.env.mc2",)
+
+
+# --- effective settings (verl/ascend/effective.py, rules_effective) ------------------------------
+
+
+def test_keys_never_read_name_the_consumer(npu):
+    (hit,) = findings(variant(npu, {"actor_rollout_ref.actor.grad_clip": 0.5}), rule="switch_not_reaching_consumer")
+    assert hit.severity == "error" and "actor_rollout_ref.actor.optim.clip_grad (= 1.0)" in hit.message
+    (hit,) = findings(variant(npu, {"actor_rollout_ref.actor.entropy_checkpointing": True}), rule="switch_not_reaching_consumer")
+    assert "actor_rollout_ref.actor.fsdp_config.entropy_checkpointing" in hit.message
+    # set to its default: nothing to report
+    assert "switch_not_reaching_consumer" not in rules(variant(npu, {"actor_rollout_ref.actor.grad_clip": 1.0}))
+
+
+def test_upstream_dataclass_validation_runs_in_the_driver(npu):
+    (hit,) = findings(variant(npu, {"actor_rollout_ref.rollout.mode": "sync"}), rule="upstream_config_rejected")
+    assert hit.severity == "error" and "Rollout mode 'sync' has been removed" in hit.message
+
+
+def test_npu_torch_compile(npu):
+    key = "actor_rollout_ref.actor.fsdp_config.use_torch_compile"
+    (hit,) = findings(variant(npu, {key: True}), rule="npu_torch_compile")
+    assert hit.severity == "error" and key in hit.keys
+    assert "npu_torch_compile" not in rules(variant(npu, {key: True, "trainer.device": "cpu"}))
+
+
+def test_unread_key_list_is_generated_from_the_installed_verl(tmp_path):
+    """The committed list equals what scripts/verl_unread_keys.py derives from this verl."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    import verl
+    from verl.ascend.effective import UNREAD_KEYS_PATH
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "verl_unread_keys.py"
+    spec = importlib.util.spec_from_file_location("verl_unread_keys", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    fresh = script.unread_keys(Path(verl.__file__).parent)
+    assert fresh == yaml.safe_load(UNREAD_KEYS_PATH.read_text())["unread"]
+    assert "actor_rollout_ref.actor.grad_clip" in fresh and "actor_rollout_ref.actor.clip_ratio_high" not in fresh
 
 
 def test_env_profile_warning_becomes_a_warning(npu):

@@ -27,6 +27,9 @@ PROFILE_VARS = (
     "HCCL_OP_EXPANSION_MODE",
     "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE",
     "VLLM_USE_V1",
+    "VLLM_ASCEND_ENABLE_PREFETCH_MLP",
+    "VERL_ASCEND_TARGET_VLLM",
+    "VERL_ASCEND_TARGET_VLLM_ASCEND",
     "VERL_PLATFORM",
     "ASCEND_LAUNCH_BLOCKING",
     "VERL_ASCEND_DOCTOR_STRICT",
@@ -43,11 +46,14 @@ def test_tuned_values(npu):
     arr = npu.actor_rollout_ref
     assert arr.actor.fsdp_config.fsdp_size == 128
     assert arr.actor.fsdp_config.forward_prefetch is True and arr.actor.strategy == "fsdp"
-    assert arr.actor.entropy_from_logits_with_chunking is True
+    # the keys the FSDP engine reads (actor.use_torch_compile etc. are never read in verl 0.9.1)
+    assert arr.actor.fsdp_config.entropy_from_logits_with_chunking is True
+    assert arr.actor.fsdp_config.use_torch_compile is False
     assert arr.rollout.tensor_model_parallel_size == 8 and arr.rollout.name == "vllm"
     assert arr.rollout.enable_chunked_prefill is True and arr.rollout.enforce_eager is True
     assert (npu.trainer.nnodes, npu.trainer.n_gpus_per_node, npu.trainer.device) == (16, 8, "npu")
-    assert dict(npu.ascend.env) == {"mc2": True, "aiv": False, "vllm_v1": True}
+    assert dict(npu.ascend.env) == {"mc2": "auto", "aiv": "auto"}
+    assert dict(npu.ascend.stack) == {"vllm": "auto", "vllm_ascend": "auto"}
     assert npu.ascend.fused_ops.enable is True
 
 
@@ -154,7 +160,7 @@ def test_every_default_carries_a_reason():
 @pytest.mark.parametrize(
     "key",
     ["fsdp_size", "forward_prefetch", "entropy_from_logits_with_chunking", "tensor_model_parallel_size",
-     "enable_chunked_prefill", "enforce_eager", "enable", "mc2", "aiv", "vllm_v1"],
+     "enable_chunked_prefill", "enforce_eager", "enable", "mc2", "aiv"],
 )
 def test_article_switches_cite_the_measured_gain(key):
     lines = NPU_YAML.read_text().splitlines()
@@ -179,27 +185,73 @@ def _dry(cfg, environ=None):
 def test_dry_run_prints_config_env_and_verdict(npu):
     code, text = _dry(npu)
     assert code == 0
-    config_part, env_part = text.split("# ===== env profile", 1)
+    config_part = text.split("# ===== effective settings", 1)[0]
+    env_part = text.split("# ===== env profile", 1)[1].split("# ===== config doctor", 1)[0]
     loaded = yaml.safe_load(config_part)
     assert loaded["actor_rollout_ref"]["actor"]["fsdp_config"]["fsdp_size"] == 128
     assert loaded["actor_rollout_ref"]["rollout"]["tensor_model_parallel_size"] == 8
     assert loaded["actor_rollout_ref"]["actor"]["clip_ratio_high"] == 0.28
     env_lines = [line.split("  #")[0] for line in env_part.splitlines() if re.match(r"^[A-Z_][A-Z0-9_]*=", line)]
-    assert "VLLM_USE_V1=1" in env_lines and "TASK_QUEUE_ENABLE=2" in env_lines
-    assert "VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE=1" in env_lines
+    assert "TASK_QUEUE_ENABLE=2" in env_lines
+    assert not [line for line in env_lines if line.startswith(("VLLM_USE_V1=", "VLLM_ASCEND_ENABLE_PREFETCH_MLP="))]
+    assert not [line for line in env_lines if line.startswith("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE=")]
     assert "doctor verdict: OK" in text
+
+
+def _effective(text):
+    part = text.split("# ===== effective settings", 1)[1].split("# ===== env profile", 1)[0]
+    return dict(line.split(": ", 1) for line in part.splitlines() if ": " in line and not line.startswith("#"))
+
+
+def test_dry_run_prints_values_where_upstream_consumes_them(npu):
+    code, text = _dry(npu)
+    values = _effective(text)
+    assert code == 0
+    assert values["actor_rollout_ref.actor.fsdp_config.use_torch_compile"] == "false"
+    assert values["actor_rollout_ref.actor.fsdp_config.entropy_from_logits_with_chunking"] == "true"
+    assert values["actor_rollout_ref.rollout -> vllm.additional_config.enable_matmul_allreduce"] == "true"
+    assert values["actor_rollout_ref.rollout -> vllm.tensor_parallel_size"] == "8"
+    assert values["vllm-ascend"].startswith("vllm-ascend 0.23.0")
+
+
+@pytest.mark.parametrize(
+    "override,rule,named",
+    [
+        ("actor_rollout_ref.actor.grad_clip=0.5", "switch_not_reaching_consumer", "actor_rollout_ref.actor.optim.clip_grad"),
+        ("actor_rollout_ref.rollout.mode=sync", "upstream_config_rejected", "Rollout mode 'sync' has been removed"),
+        ("actor_rollout_ref.actor.fsdp_config.use_torch_compile=true", "npu_torch_compile",
+         "actor_rollout_ref.actor.fsdp_config.use_torch_compile=true"),
+    ],
+)
+def test_dry_run_refuses_switches_that_do_not_reach_their_consumer(override, rule, named):
+    code, text = _dry(compose("dapo_qwen25_32b_npu", [override]))
+    (line,) = [line for line in text.splitlines() if line.startswith(f"[error] {rule}:")]
+    assert code == dry_run.EXIT_REFUSED and named in line
+
+
+def test_dead_key_matching_its_consumer_is_a_warning():
+    code, text = _dry(compose("dapo_qwen25_32b_npu", ["actor_rollout_ref.actor.use_torch_compile=false"]))
+    (line,) = [line for line in text.splitlines() if line.startswith("[warn] key_never_read:")]
+    assert code == 0 and "actor_rollout_ref.actor.fsdp_config.use_torch_compile (= False)" in line
+
+
+def test_dry_run_at_tp_1_composes_and_says_mc2_does_not_apply():
+    code, text = _dry(compose("dapo_qwen25_32b_npu", ["actor_rollout_ref.rollout.tensor_model_parallel_size=1"]))
+    assert code == 0 and "mc2 (additional_config.enable_matmul_allreduce): not applicable at rollout TP 1" in text
+    assert "enable_matmul_allreduce: true" not in text
 
 
 def test_dry_run_shows_overrides_and_refuses_conflicts():
     shorter = ["data.max_response_length=1234", "reward.reward_kwargs.overlong_buffer_cfg.len=256"]
     code, text = _dry(compose("dapo_qwen25_32b_npu", shorter))
-    loaded = yaml.safe_load(text.split("# ===== env profile", 1)[0])
+    loaded = yaml.safe_load(text.split("# ===== effective settings", 1)[0])
     assert code == 0 and loaded["data"]["max_response_length"] == 1234
     assert loaded["reward"]["reward_kwargs"]["max_resp_len"] == 1234
     graph = compose("dapo_qwen25_32b_npu", ["actor_rollout_ref.rollout.enforce_eager=False"])
-    code, text = _dry(graph, {"TASK_QUEUE_ENABLE": "2"})
-    assert code == dry_run.EXIT_REFUSED
-    assert "task_queue_2_with_graph_mode" in text and "doctor verdict: REFUSED" in text
+    code, text = _dry(graph, {"TASK_QUEUE_ENABLE": "2"})  # article-only rule: a warning that says so
+    assert code == 0 and "[warn] task_queue_2_with_graph_mode" in text and "unverified" in text
+    code, text = _dry(graph, {"TASK_QUEUE_ENABLE": "2", "VERL_ASCEND_DOCTOR_STRICT": "1"})
+    assert code == dry_run.EXIT_REFUSED and "doctor verdict: REFUSED" in text
 
 
 # --- the example script, end to end ------------------------------------------------------------
@@ -217,19 +269,24 @@ def _script(tmp_path, *args, env=None):
 def test_script_dry_run_passes_overrides_through(tmp_path):
     run = _script(tmp_path, "data.max_response_length=16384", env={"NNODES": "16", "MODEL_PATH": "/models/q32"})
     assert run.returncode == 0, run.stderr[-2000:]
-    loaded = yaml.safe_load(run.stdout.split("# ===== env profile", 1)[0])
+    loaded = yaml.safe_load(run.stdout.split("# ===== effective settings", 1)[0])
     assert loaded["data"]["max_response_length"] == 16384
     assert loaded["actor_rollout_ref"]["model"]["path"] == "/models/q32"
     assert loaded["actor_rollout_ref"]["actor"]["fsdp_config"]["fsdp_size"] == 128
     assert loaded["actor_rollout_ref"]["actor"]["clip_ratio_high"] == 0.28
-    assert re.search(r"^VLLM_USE_V1=1(\s|$)", run.stdout, re.M)
+    assert re.search(r"^actor_rollout_ref.actor.fsdp_config.use_torch_compile: false$", run.stdout, re.M)
+    assert re.search(r"vllm.additional_config.enable_matmul_allreduce: true$", run.stdout, re.M)
+    assert not re.search(r"^(VLLM_USE_V1|VLLM_ASCEND_ENABLE_PREFETCH_MLP)=", run.stdout, re.M)
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
 
 
-def test_script_dry_run_refuses_task_queue_2_with_graph_mode(tmp_path):
-    run = _script(tmp_path, "actor_rollout_ref.rollout.enforce_eager=False", env={"TASK_QUEUE_ENABLE": "2"})
-    assert run.returncode != 0
-    assert "task_queue_2_with_graph_mode" in run.stderr and "mutually exclusive" in run.stderr
+def test_script_dry_run_with_a_declared_newer_vllm_ascend_picks_aiv(tmp_path):
+    """The target stack declared without installing it: mc2 is gone in 0.25.1rc1, AIV takes over."""
+    run = _script(tmp_path, env={"VERL_ASCEND_TARGET_VLLM_ASCEND": "0.25.1rc1"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "mc2 (additional_config.enable_matmul_allreduce) is not available on target vllm-ascend 0.25.1rc1" in run.stdout
+    assert re.search(r"^HCCL_OP_EXPANSION_MODE=AIV ", run.stdout, re.M)
+    assert "enable_matmul_allreduce: true" not in run.stdout
 
 
 def test_script_rejects_bad_environment_before_python(tmp_path):

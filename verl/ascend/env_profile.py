@@ -153,6 +153,9 @@ class EnvProfile:
             else:
                 for role, setting in per_role.items():
                     out.append(f"{name}={shlex.quote(setting.value)}  # [{role}] {setting.reason}")
+        for key, setting in self.additional_config.items():
+            out.append(f"# additional_config.{key}={setting.value}  # [rollout engine argument] {setting.reason}")
+        out += [f"# note: {note}" for note in self.notes]
         return out
 
 

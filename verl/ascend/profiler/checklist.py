@@ -41,18 +41,24 @@ def fused_kernel_items(lanes: list[LaneStats], run: RunSettings, settings: Setti
                 by_kind[l.kind] = by_kind.get(l.kind, 0) + hits
         seen = ", ".join(f"{k}: {v} calls" for k, v in sorted(by_kind.items()))
         requested = None  # None: not a requested-only item
-        if spec.get("requested_by_env"):
+        asked_by = spec.get("requested_by_env") or spec.get("requested_by_config")
+        if asked_by:
             asks = []
-            for var, values in spec["requested_by_env"].items():
+            for var, values in (spec.get("requested_by_env") or {}).items():
                 value = run.env(var, role="rollout")
                 if value is not None:
                     asks.append((var, value, str(value) in [str(v) for v in values]))
-            requested = any(a[2] for a in asks) if asks else (None if not run.has_env else False)
+            for key_, values in (spec.get("requested_by_config") or {}).items():
+                value = run.config(key_)
+                if value is not None:
+                    asks.append((key_, value, str(value) in [str(v) for v in values]))
+            known = run.has_env or run.has_config
+            requested = any(a[2] for a in asks) if asks else (None if not known else False)
             ask_text = ", ".join(f"{v}={val}" for v, val, _ in asks) or "not set"
         if not npu_lanes and not by_kind:
             items.append(_item(key, label, "n/a", "no NPU kernels in these inputs (CPU or GPU traces)"))
             continue
-        if spec.get("requested_by_env"):
+        if asked_by:
             if requested is None:
                 status = "active" if by_kind else "n/a"
                 detail = (f"seen ({seen})" if by_kind else "not seen") + "; no env profile: cannot tell whether it was asked for"
@@ -105,12 +111,15 @@ def switch_items(run: RunSettings) -> list[dict]:
                            "" if graph else "graph mode is the alternative to task queue level 2 (article: about the "
                                             "same gain); choose one"))
     aiv = run.env("HCCL_OP_EXPANSION_MODE", role="rollout") or run.env("HCCL_OP_EXPANSION_MODE")
-    mc2 = run.env("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", role="rollout")
+    mc2_key = f"{ROLLOUT}.engine_kwargs.vllm.additional_config.enable_matmul_allreduce"
+    mc2 = run.config(mc2_key)
+    mc2 = run.env("VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE", role="rollout") if mc2 is None else mc2
     if aiv is not None or run.has_env:
         if str(aiv).upper() == "AIV" and mc2 is not None and _truthy(mc2):
             items.append(_item("hccl_aiv", "HCCL expansion on vector cores (AIV)", "CONFLICT",
-                               "HCCL_OP_EXPANSION_MODE=AIV together with VLLM_ASCEND_ENABLE_MATMUL_ALLREDUCE=1",
-                               "AIV and mc2 conflict (hangs reported); keep one"))
+                               "HCCL_OP_EXPANSION_MODE=AIV together with mc2 (enable_matmul_allreduce)",
+                               "the source article reports hangs with AIV next to mc2 (no primary source: "
+                               "unverified); keep one to follow it"))
         elif str(aiv).upper() == "AIV":
             items.append(_item("hccl_aiv", "HCCL expansion on vector cores (AIV)", "active", "HCCL_OP_EXPANSION_MODE=AIV",
                                ""))
@@ -119,15 +128,12 @@ def switch_items(run: RunSettings) -> list[dict]:
                                f"HCCL_OP_EXPANSION_MODE={aiv or 'not set'}",
                                "cuts un-overlapped communication only at TP=8 with long responses (article: +8%); "
                                "needs HDK >= 25.0.rc1.2; conflicts with mc2"))
-    v1 = run.env("VLLM_USE_V1", role="rollout")
-    if v1 is not None:
-        items.append(_item("vllm_v1", "vLLM V1 engine", "active" if _truthy(v1) else "off", f"VLLM_USE_V1={v1}",
-                           "" if _truthy(v1) else "V1 with chunked prefill was the article's largest rollout gain (+15%)"))
     chunked = run.config(f"{ROLLOUT}.enable_chunked_prefill")
     if chunked is not None:
         items.append(_item("chunked_prefill", "chunked prefill", "active" if _truthy(chunked) else "off",
                            f"{ROLLOUT}.enable_chunked_prefill={chunked}",
-                           "" if _truthy(chunked) else "turn it on with the V1 engine (article: +15% with V1)"))
+                           "" if _truthy(chunked) else "turn it on (article: +15% with vLLM V1, the only engine of "
+                                                          "vLLM 0.23; no VLLM_USE_V1 needed)"))
     prefetch = run.config(f"{ACTOR}.fsdp_config.forward_prefetch")
     strategy = run.config(f"{ACTOR}.strategy")
     if prefetch is not None:
