@@ -14,7 +14,12 @@ release, so this script derives it from the installed verl's source:
    optim), else by the path of the file (``workers/actor/dp_actor.py``: ``self.config`` -> actor),
    else to every section (``config.clip_ratio`` in ``trainer/ppo/core_algos.py``);
    ``self.key`` inside a section's config dataclass (its ``__post_init__``) counts for that section;
-3. for each unread key, the read keys of the same section tree with the same name or the same
+3. interpolations: a key that another key's default refers to (``fsdp_config.entropy_checkpointing:
+   ${oc.select:actor_rollout_ref.actor.entropy_checkpointing,False}``) is read when that key is
+   read (transitively), so ``actor.entropy_checkpointing`` counts as read, while
+   ``actor.use_torch_compile`` (referred to only by the unread ``ref.use_torch_compile``; the
+   engine's own default is a literal ``true``) does not;
+4. for each unread key, the read keys of the same section tree with the same name or the same
    words (``grad_clip`` ~ ``clip_grad``): where the setting is actually consumed.
 
 The analysis is by name, so it errs towards "read" (a key is only listed when no access anywhere
@@ -143,6 +148,38 @@ def collect_reads(verl_root: Path, names: set[str]) -> set[tuple[str, str]]:
     return reads
 
 
+ABSOLUTE_REF = re.compile(r"(?<![\w.])((?:actor_rollout_ref|critic)\.[A-Za-z_][\w.]*)")
+RELATIVE_REF = re.compile(r"[{:]\.([A-Za-z_]\w*)")
+
+
+def references(node, path: str = "") -> dict[str, set[str]]:
+    """referred key -> keys whose default interpolates it, over the whole generated config."""
+    refs: dict[str, set[str]] = {}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            for target, sources in references(value, f"{path}.{key}" if path else str(key)).items():
+                refs.setdefault(target, set()).update(sources)
+    elif isinstance(node, str) and "${" in node:
+        parent = path.rsplit(".", 1)[0]
+        targets = set(ABSOLUTE_REF.findall(node)) | {f"{parent}.{k}" for k in RELATIVE_REF.findall(node)}
+        for target in targets:
+            refs.setdefault(target, set()).add(path)
+    return refs
+
+
+def _transitively_read(direct: set[str], refs: dict[str, set[str]]) -> set[str]:
+    """Keys read directly, or referred to by the default of a key that is read (fixpoint)."""
+    read = set(direct)
+    changed = True
+    while changed:
+        changed = False
+        for target, sources in refs.items():
+            if target not in read and sources & read:
+                read.add(target)
+                changed = True
+    return read
+
+
 def _words(name: str) -> frozenset[str]:
     return frozenset(name.split("_"))
 
@@ -152,10 +189,15 @@ def unread_keys(verl_root: Path) -> dict[str, dict]:
     keys = section_keys(generated)
     names = {k for section in keys.values() for k in section}
     reads = collect_reads(verl_root, names)
+    direct = {f"{section}.{key}" for key, section in reads}
+    all_keys = {f"{section}.{key}" for section, entries in keys.items() for key in entries}
+    # keys outside SECTIONS (data.*, trainer.*, ...) are not analysed: count them as read
+    outside = {target for sources in references(generated).values() for target in sources} - all_keys
+    read = _transitively_read(direct | outside, references(generated))
     result = {}
     for section, entries in keys.items():
         for key, default in entries.items():
-            if (key, section) in reads:
+            if f"{section}.{key}" in read:
                 continue
             instead = sorted(
                 f"{other}.{name}"

@@ -114,8 +114,11 @@ def test_mc2_requested_on_a_release_without_it(npu):
 def test_keys_never_read_name_the_consumer(npu):
     (hit,) = findings(variant(npu, {"actor_rollout_ref.actor.grad_clip": 0.5}), rule="switch_not_reaching_consumer")
     assert hit.severity == "error" and "actor_rollout_ref.actor.optim.clip_grad (= 1.0)" in hit.message
-    (hit,) = findings(variant(npu, {"actor_rollout_ref.actor.entropy_checkpointing": True}), rule="switch_not_reaching_consumer")
-    assert "actor_rollout_ref.actor.fsdp_config.entropy_checkpointing" in hit.message
+    dead = {"actor_rollout_ref.actor.use_torch_compile": False, "actor_rollout_ref.actor.fsdp_config.use_torch_compile": True}
+    (hit,) = findings(variant(npu, dead), rule="switch_not_reaching_consumer")
+    assert "verl reads actor_rollout_ref.actor.fsdp_config.use_torch_compile (= True)" in hit.message
+    # reaches the engine through fsdp_config's interpolated default: read, so not reported
+    assert not findings(variant(npu, {"actor_rollout_ref.actor.entropy_checkpointing": True}), rule="key_never_read")
     # set to its default: nothing to report
     assert "switch_not_reaching_consumer" not in rules(variant(npu, {"actor_rollout_ref.actor.grad_clip": 1.0}))
 
@@ -148,7 +151,9 @@ def test_unread_key_list_is_generated_from_the_installed_verl(tmp_path):
     spec.loader.exec_module(script)
     fresh = script.unread_keys(Path(verl.__file__).parent)
     assert fresh == yaml.safe_load(UNREAD_KEYS_PATH.read_text())["unread"]
-    assert "actor_rollout_ref.actor.grad_clip" in fresh and "actor_rollout_ref.actor.clip_ratio_high" not in fresh
+    assert "actor_rollout_ref.actor.grad_clip" in fresh and "actor_rollout_ref.actor.use_torch_compile" in fresh
+    assert "actor_rollout_ref.actor.clip_ratio_high" not in fresh  # read as config.clip_ratio_high in core_algos
+    assert "actor_rollout_ref.actor.entropy_from_logits_with_chunking" not in fresh  # via fsdp_config's default
 
 
 def test_env_profile_warning_becomes_a_warning(npu):

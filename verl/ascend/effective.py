@@ -83,11 +83,8 @@ def vllm_engine_args(rollout, profile=None) -> dict[str, Any]:
     args = {arg: getattr(rollout, field) for field, arg in VLLM_ARGS.items()}
     kwargs = dict((rollout.engine_kwargs or {}).get("vllm") or {})
     args.update({k: v for k, v in kwargs.items() if v is not None})
-    if profile is not None and profile.additional_config:
-        from verl.ascend.vllm_switches import user_additional_config
-
-        merged = {**profile.additional_config_values(), **user_additional_config({"additional_config": kwargs})}
-        args["additional_config"] = merged
+    if profile is not None and profile.additional_config:  # the user's keys plus the table's, as delivered
+        args["additional_config"] = profile.additional_config_values()
     return args
 
 
