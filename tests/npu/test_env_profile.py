@@ -164,15 +164,17 @@ def test_vllm_v1_is_gone_and_chunked_prefill_needs_no_variable(make):
 
 def test_vllm_variable_unknown_to_the_target_release(make):
     """Config-set: an error naming it; shell-set: a warning (vLLM itself only logs it)."""
-    cfg = make(**{"ray_kwargs.ray_init.runtime_env.env_vars": {"VLLM_USE_V1": "1"}})
+    npu = {"trainer.device": "npu"}
+    cfg = make(**npu, **{"ray_kwargs.ray_init.runtime_env.env_vars": {"VLLM_USE_V1": "1"}})
     (error,) = find_conflicts(cfg, environ={})
     assert error.rule == "switch_unavailable" and "VLLM_USE_V1" in error.keys and "vllm 0.23.0" in str(error)
-    profile, errors = evaluate_env_profile(make(), environ={"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"})
+    profile, errors = evaluate_env_profile(make(**npu), environ={"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"})
     assert errors == [] and "env_var_not_read" in warning_ids(profile)
+    assert evaluate_env_profile(make(), environ={"VLLM_ASCEND_ENABLE_PREFETCH_MLP": "1"})[0].warnings == []  # not NPU
 
 
 def test_deprecated_vllm_ascend_variable_names_its_additional_config_key(make):
-    profile, errors = evaluate_env_profile(make(), environ={"VLLM_ASCEND_ENABLE_FLASHCOMM1": "1"})
+    profile, errors = evaluate_env_profile(make(**{"trainer.device": "npu"}), environ={"VLLM_ASCEND_ENABLE_FLASHCOMM1": "1"})
     (warning,) = [w for w in profile.warnings if "env_var_deprecated" in w]
     assert errors == [] and "additional_config.enable_flashcomm1" in warning
 

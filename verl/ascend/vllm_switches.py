@@ -9,7 +9,7 @@ is resolved against the *target* release's surface (:mod:`verl.ascend.stack`):
   (``ascend.env.mc2=true`` on 0.25.1rc1) is a ``switch_unavailable`` error, ``auto`` a note;
 - the user's own ``actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config`` keys and the
   ``VLLM_*`` variables set in the config must exist in the target release (error), or in the
-  shell (warning); a deprecated variable with an ``additional_config`` replacement gets a warning
+  shell (warning), for ``trainer.device=npu`` jobs; a deprecated variable with an ``additional_config`` replacement gets a warning
   naming the key;
 - the fact ``mc2`` (used by the AIV rule) is true only when mc2 reaches vllm-ascend.
 """
@@ -157,5 +157,6 @@ def resolve(config, environ: Mapping[str, str], facts: dict, profile: EnvProfile
         facts[f"stack.has.{entry['key']}"] = surface is None or entry["key"] in surface.additional_config_keys
     _additional_config(config, facts, profile, errors)
     found = _explicit_vllm_env(config, environ, settings)
-    _check_vllm_env(found, profile, errors)
+    if facts.get("trainer.device") == "npu":  # vllm-ascend's names; a CPU/GPU job's shell is not judged
+        _check_vllm_env(found, profile, errors)
     facts["mc2"] = _mc2_reaches_vllm_ascend(profile, found)
