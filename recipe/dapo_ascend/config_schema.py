@@ -200,3 +200,13 @@ def check(config: DictConfig, error_cls: type[Exception]) -> None:
     found = problems(config)
     if found:
         raise error_cls("configuration values out of type or range:\n  " + "\n  ".join(found))
+
+
+def refuse(config: DictConfig, out=None) -> bool:
+    """For the dry run and the doctor's command line: print the problems (stderr); True = refuse."""
+    import sys
+
+    found = problems(config)
+    for line in found:
+        print(f"error: {line}", file=out or sys.stderr, flush=True)
+    return bool(found)
