@@ -44,13 +44,15 @@ def prepare(config: DictConfig) -> None:
     run_doctor(config)
     cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
     # From here on this process owns the run folder; a second run on it stops here.
-    run_guard.RunLock.acquire(list(resume.run_paths(config)), preflight.PreflightError)
+    folders = list(resume.run_paths(config))
+    run_guard.RunLock.acquire(folders, preflight.PreflightError)
     plan = resume.plan_resume(config, preflight.PreflightError)
     start_over = run_guard.guard_history(
         config, plan.run_dir, plan.step, plan.why, resume.HISTORY_FILES, preflight.PreflightError
     )
     run_guard.check_nothing_left(config, plan.step)
     # Committed to start: only now may files in the output folder change.
+    run_guard.RunLock.acquire(folders, preflight.PreflightError, create=True)
     run_guard.RunLock.record_owner(plan.run_dir)
     if start_over:
         print(f"[verl-ascend] fault_tolerance.start_over=true: {plan.why}; earlier records go to dated side files", flush=True)

@@ -151,9 +151,15 @@ class RunLock:
 
     held: list[int] = []
 
+    locked: set[str] = set()
+
     @classmethod
-    def acquire(cls, folders: list[str], error_cls) -> None:
+    def acquire(cls, folders: list[str], error_cls, create: bool = False) -> None:
+        """Lock each folder (those that do not exist yet only with ``create``: a start that may
+        still be refused creates nothing)."""
         for folder in dict.fromkeys(os.path.abspath(f) for f in folders):
+            if folder in cls.locked or not (create or os.path.isdir(folder)):
+                continue
             os.makedirs(folder, exist_ok=True)
             fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
             try:
@@ -169,6 +175,7 @@ class RunLock:
                     "finish, or give this one another trainer.experiment_name / trainer.default_local_dir"
                 ) from exc
             cls.held.append(fd)
+            cls.locked.add(folder)
 
     @staticmethod
     def describe_holder(folder: str, fd: int) -> str:
