@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from recipe.dapo_ascend import resume, run_guard
-from tests.recipe.fault_helpers import RecipeRun, read_json, read_jsonl, recipe_env
+from tests.recipe.fault_helpers import RecipeRun, read_jsonl, recipe_env
 from tests.recipe.helpers import run_recipe
 
 OVERRIDES = [
@@ -45,7 +45,9 @@ def scenario(tiny_dir, tmp_path_factory):
 
     first = RecipeRun([*OVERRIDES, "trainer.total_training_steps=3"], env, out / "first.log")
     try:
-        first.wait_for(lambda: (read_json(run_dir / resume.STATUS_FILE) or {}).get("step", 0) >= 1, START_TIMEOUT)
+        # A holds the lock from the moment it is committed to start (owner.json written), through
+        # Ray's start-up and every step: B starts then, and must be refused while A lives.
+        first.wait_for(lambda: (run_dir / run_guard.OWNER_FILE).exists(), START_TIMEOUT)
         seen["first_alive_when_second_started"] = first.alive()
         seen["second"] = run_recipe([*OVERRIDES, "trainer.total_training_steps=3"], tiny_dir, out)
         seen["first_alive_when_second_ended"] = first.alive()
