@@ -57,6 +57,7 @@ def scenario(tiny_dir, tmp_path_factory):
             first.kill_tree()
     seen["first_pid"], seen["first_log"] = first.proc.pid, first.output()
     seen["steps_after_first"] = _train_steps(run_dir)
+    seen["owner_after_first"] = json.loads((run_dir / run_guard.OWNER_FILE).read_text())
 
     shard = ckpt / "global_step_3" / SHARD
     size = shard.stat().st_size
@@ -82,8 +83,7 @@ def test_second_run_on_the_same_folder_exits_at_once_naming_the_first(scenario):
 def test_first_run_finishes_with_each_step_once(scenario):
     assert scenario["first_rc"] == 0, scenario["first_log"][-4000:]
     assert scenario["steps_after_first"] == [1, 2, 3]
-    owner = json.loads((scenario["run_dir"] / run_guard.OWNER_FILE).read_text())
-    assert owner["pid"] == scenario["first_pid"]
+    assert scenario["owner_after_first"]["pid"] == scenario["first_pid"]
 
 
 def test_same_size_corrupted_shard_falls_back_with_the_reason(scenario):
