@@ -11,14 +11,16 @@ here without touching upstream's checkpoint code:
    checkpoint's shards are deleted before the tracker moves on. Nothing in a step folder says
    whether its write finished.
    -> ``CheckpointJournalMixin`` (mixed into the recipe's trainer) writes a completion marker
-   ``verl_ascend_complete.json`` (every file and its size) once a checkpoint is written *and*
-   its step's metrics are logged; ``prepare_run`` (the entry point, before Ray starts) picks the
-   checkpoint to resume from among marked, intact folders only, rewrites the tracker atomically,
-   and renames interrupted folders to ``global_step_<N>.incomplete``.
+   ``verl_ascend_complete.json`` (every file, its size and its SHA-256) once a checkpoint is
+   written *and* its step's metrics are logged; ``plan_resume`` (the entry point, before Ray
+   starts, read-only) picks the checkpoint to resume from among marked folders whose sizes match,
+   verifying the contents of the one it loads (newest first, falling back with the reason logged);
+   ``prepare_run`` (once every check passed) rewrites the tracker atomically and renames unusable
+   folders to ``global_step_<N>.incomplete``.
 2. The file logger opens ``$VERL_FILE_LOGGER_PATH`` with mode ``"wb"``: every restart erased
    the metrics of the steps already trained. -> ``prepare_run`` keeps the records of steps up to
-   the resumed one and drops those of steps that will be trained again, and the trainer appends
-   (``install_metrics_append``, the one runtime patch here).
+   the resumed one and moves those of steps that will be trained again to a dated side file, and
+   the trainer appends (``install_metrics_append``, the one runtime patch here).
 3. Which prompts a step consumed was not recorded. -> the trainer appends the dataset ``index``
    of every prompt it takes from the dataloader to ``prompts.jsonl`` (trimmed like the metrics),
    so "no prompt skipped or repeated across a crash" can be checked.
@@ -26,7 +28,9 @@ here without touching upstream's checkpoint code:
    save_checkpoint, finished), rewritten atomically at each phase change.
 
 Files of a run (``<run dir>`` = ``$VERL_ASCEND_OUTPUT_DIR/<experiment_name>``): ``metrics.jsonl``,
-``prompts.jsonl``, ``status.json``, ``resume.jsonl`` (one line per start: what was picked and why).
+``prompts.jsonl``, ``rollout_groups.jsonl``, ``status.json``, ``resume.jsonl`` (one line per start:
+what was picked and why), ``*.trimmed-<time>.jsonl`` (records a resume removed), ``owner.json``
+(``run_guard.py``: who holds the folder's lock).
 """
 
 from __future__ import annotations

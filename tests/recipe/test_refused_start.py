@@ -212,3 +212,19 @@ def test_rerun_after_the_final_step_says_why_nothing_trains(tiny_dir, finished_r
     assert "nothing to train" in text and "step 4" in text and "trainer.total_training_steps=4" in text
     assert "ray init kwargs" not in text
     assert _digest_tree(finished_run) == before
+
+
+def test_rollout_engine_names_are_read_from_upstreams_registry(monkeypatch):
+    """Reads ``RolloutReplicaRegistry._registry`` (verl 0.9.1 ``workers/rollout/replica.py``), the dict
+    ``register`` writes: fails when upstream renames it, so a new engine is never refused."""
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    from recipe.dapo_ascend import config_schema
+
+    assert {"vllm", "sglang", "hf"} <= set(config_schema.rollout_names())
+    monkeypatch.setitem(RolloutReplicaRegistry._registry, "my_engine", lambda: None)
+    RolloutReplicaRegistry.register("my_engine2", lambda: None)
+    try:
+        assert {"my_engine", "my_engine2"} <= set(config_schema.rollout_names())
+    finally:
+        RolloutReplicaRegistry._registry.pop("my_engine2")
