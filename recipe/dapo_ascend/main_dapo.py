@@ -4,10 +4,16 @@ The whole path, in order:
 1. Hydra composes ``config/<name>.yaml`` on top of upstream's ``ppo_trainer`` config; every
    upstream-style override works (``data.max_response_length=1234``, ``+foo=bar``).
 2. ``DRY_RUN=1``: print the composed config, env profile and doctor verdict, and exit.
-3. Preflight (``preflight.py``) and the config doctor run in this process, before Ray starts:
-   bad input fails in seconds with the culprit named, exit status 2.
-4. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
+3. Preflight (``preflight.py``: typed keys, model, checkpoint destination, data, batch sizes) and
+   the config doctor run in this process, before Ray starts and before anything in the output
+   folder changes: bad input fails in seconds with the culprit named, exit status 2.
+4. The run folder is locked (one live run per folder), a start that would resume nothing on top
+   of recorded history is refused, and only then are the run's files brought in line with the
+   checkpoint it resumes (``run_guard.py``, ``resume.py``).
+5. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
    progress line per step from the metrics file.
+
+Hydra writes no ``./outputs/<date>/<time>/`` folder (``HYDRA_QUIET``).
 """
 
 from __future__ import annotations
