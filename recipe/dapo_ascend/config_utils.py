@@ -40,12 +40,35 @@ def compose(config_name: str, overrides: Sequence[str] = (), config_dir: str | P
     if not (config_dir / f"{config_name}.yaml").is_file():
         available = ", ".join(available_configs(config_dir)) or "none"
         raise ConfigError(f"no config {config_name!r} in {config_dir}; available: {available}")
+    legacy = legacy_override_message(overrides)
+    if legacy:
+        raise ConfigError(legacy)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base=None):
             return hydra_compose(config_name=config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_explain(exc, overrides)) from exc
+
+
+def legacy_override_message(overrides: Sequence[str]) -> str | None:
+    """Upstream's old reward keys on the command line (``reward_model.overlong_buffer.len=...``,
+    still in upstream's published DAPO scripts), with where each lives now; None if there are none."""
+    from verl.ascend.doctor.rules_reward import LEGACY_MOVES
+
+    moves = []
+    for arg in overrides:
+        key = arg.lstrip("+~").split("=", 1)[0]
+        for old in sorted(LEGACY_MOVES, key=len, reverse=True):
+            if key == old or key.startswith(old + "."):
+                moves.append(f"{key} -> {LEGACY_MOVES[old]}{key[len(old):]}")
+                break
+    if not moves:
+        return None
+    return (
+        "legacy reward keys that upstream verl 0.9.1 no longer reads (they would be silently dropped); "
+        "use the new keys instead: " + "; ".join(moves)
+    )
 
 
 def _explain(exc: Exception, overrides: Sequence[str]) -> str:

@@ -276,6 +276,11 @@ def check_all_files(config: DictConfig, error_cls, check_lengths: bool = True, l
         new_files, rows = [], 0
         for file in files:
             path = os.path.expanduser(file)
+            if os.path.isdir(path):
+                raise error_cls(
+                    f"data.{key}: {path!r} is a folder; accepted: a parquet file, or a list of them "
+                    f"(data.{key}=[a.parquet,b.parquet])"
+                )
             if not os.path.isfile(path):
                 raise error_cls(f"data.{key}: file {path!r} does not exist (expected a parquet file)")
             try:
@@ -296,7 +301,13 @@ def check_all_files(config: DictConfig, error_cls, check_lengths: bool = True, l
                 kept = report.rows - bad_rows
                 if kept == 0:
                     raise error_cls(f"data.{key}: every one of the {report.rows} rows of {path!r} is bad: {summarize(report.problems)}")
-                clean = clean_copy(table, report, out_dir)
+                try:
+                    clean = clean_copy(table, report, out_dir)
+                except OSError as exc:
+                    raise error_cls(
+                        f"data.{key}: {SKIP_FLAG}=true needs a cleaned copy of {path!r} in {out_dir!r}, which cannot be "
+                        f"written ({exc.strerror or exc}); accepted: a writable $VERL_ASCEND_OUTPUT_DIR"
+                    ) from exc
                 log(
                     f"[verl-ascend] data.{key}: skipped {bad_rows} of {report.rows} rows of {path!r} ({SKIP_FLAG}=true): "
                     f"{summarize(report.problems)}; the {kept} good rows are in {clean}"

@@ -84,6 +84,10 @@ def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: Text
     emit(doctor.format_report(findings, strict))
     emit("# dry run: nothing started (no Ray, no devices)")
     out.flush()
+    from recipe.dapo_ascend import config_schema
+
+    if config_schema.refuse(config):  # the same typed view preflight applies
+        return EXIT_REFUSED
     stops = doctor.blocking(findings, strict)
     if stops:
         print(str(doctor.DoctorError(stops, strict=strict)), file=sys.stderr, flush=True)

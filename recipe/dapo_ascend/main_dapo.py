@@ -4,10 +4,16 @@ The whole path, in order:
 1. Hydra composes ``config/<name>.yaml`` on top of upstream's ``ppo_trainer`` config; every
    upstream-style override works (``data.max_response_length=1234``, ``+foo=bar``).
 2. ``DRY_RUN=1``: print the composed config, env profile and doctor verdict, and exit.
-3. Preflight (``preflight.py``) and the config doctor run in this process, before Ray starts:
-   bad input fails in seconds with the culprit named, exit status 2.
-4. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
+3. Preflight (``preflight.py``: typed keys, model, checkpoint destination, data, batch sizes) and
+   the config doctor run in this process, before Ray starts and before anything in the output
+   folder changes: bad input fails in seconds with the culprit named, exit status 2.
+4. The run folder is locked (one live run per folder), a start that would resume nothing on top
+   of recorded history is refused, and only then are the run's files brought in line with the
+   checkpoint it resumes (``run_guard.py``, ``resume.py``).
+5. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
    progress line per step from the metrics file.
+
+Hydra writes no ``./outputs/<date>/<time>/`` folder (``HYDRA_QUIET``).
 """
 
 from __future__ import annotations
@@ -30,17 +36,36 @@ def default_metrics_path(config: DictConfig) -> str:
 
 
 def prepare(config: DictConfig) -> None:
-    """Everything that must happen in the driver before Ray starts; raises PreflightError."""
+    """Everything that must happen in the driver before Ray starts; raises PreflightError.
+
+    Order matters: every check that can refuse the start runs before anything in the output
+    folder changes, so a refused start leaves an existing run's history byte for byte intact.
+    """
     from verl.utils.device import auto_set_device
 
-    from recipe.dapo_ascend import preflight
+    from recipe.dapo_ascend import cluster, preflight, resume, run_guard
 
     auto_set_device(config)
     preflight.check_all(config)
-    from recipe.dapo_ascend import cluster, resume
-
+    run_doctor(config)
     cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
-    resume.prepare_run(config)  # pick the last complete checkpoint; metrics/prompt logs continue
+    # From here on this process owns the run folder; a second run on it stops here.
+    folders = list(resume.run_paths(config))
+    run_guard.RunLock.acquire(folders, preflight.PreflightError)
+    plan = resume.plan_resume(config, preflight.PreflightError)
+    start_over = run_guard.guard_history(
+        config, plan.run_dir, plan.step, plan.why, resume.HISTORY_FILES, preflight.PreflightError
+    )
+    run_guard.check_nothing_left(config, plan.step)
+    # Committed to start: only now may files in the output folder change.
+    run_guard.RunLock.acquire(folders, preflight.PreflightError, create=True)
+    run_guard.RunLock.record_owner(plan.run_dir)
+    if start_over:
+        print(f"[verl-ascend] fault_tolerance.start_over=true: {plan.why}; earlier records go to dated side files", flush=True)
+    resume.prepare_run(config, plan)  # checkpoint picked; metrics/prompt logs continue
+
+
+def run_doctor(config: DictConfig) -> None:
     if os.environ.get("VERL_ASCEND_DOCTOR", "1") == "0":
         logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor is skipped")
         return
@@ -99,8 +124,13 @@ def main_with_config(config: DictConfig) -> int:
         from recipe.dapo_ascend import dry_run
 
         return int(dry_run.main(config) or 0)
+    from recipe.dapo_ascend.run_guard import NothingToTrain
+
     try:
         prepare(config)
+    except NothingToTrain as exc:
+        print(f"[verl-ascend] {exc}", flush=True)
+        return 0
     except PreflightError as exc:
         print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -120,5 +150,32 @@ def main(config: DictConfig) -> None:
         sys.exit(code)
 
 
-if __name__ == "__main__":
+# Hydra's own files: a run folder ./outputs/<date>/<time>/ with .hydra/ and a log file, written on
+# every start -- also by one the preflight then refuses. The run's real outputs live under
+# $VERL_ASCEND_OUTPUT_DIR; the composed config is printed by DRY_RUN=1 and logged by upstream.
+HYDRA_QUIET = {
+    "hydra.run.dir": "hydra.run.dir=.",
+    "hydra.output_subdir": "hydra.output_subdir=null",
+    "hydra/job_logging": "hydra/job_logging=stdout",
+}
+
+
+def hydra_args(argv: list[str]) -> list[str]:
+    """``argv`` plus the overrides that keep Hydra from writing files, unless the user set them."""
+    given = {arg.lstrip("+~").split("=", 1)[0] for arg in argv}
+    return argv + [override for key, override in HYDRA_QUIET.items() if key not in given]
+
+
+def cli() -> None:
+    from recipe.dapo_ascend.config_utils import legacy_override_message
+
+    message = legacy_override_message(sys.argv[1:])
+    if message:  # Hydra's own error would suggest a '+' prefix: the wrong fix
+        print(f"[verl-ascend] config doctor: {message}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    sys.argv[1:] = hydra_args(sys.argv[1:])
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -8,6 +8,7 @@ traceback) or only after the cluster has started. Here each problem raises
 
 from __future__ import annotations
 
+import json
 import os
 
 from omegaconf import DictConfig
@@ -17,18 +18,76 @@ class PreflightError(ValueError):
     """A configuration or input problem found before any Ray actor starts."""
 
 
+def check_types(config: DictConfig) -> None:
+    """Every key the recipe reads has the right type and range (``config_schema.py``)."""
+    from recipe.dapo_ascend import config_schema
+
+    config_schema.check(config, PreflightError)
+
+
+SAMPLE_PROMPT = [{"role": "user", "content": "What is 3 + 4?"}]
+
+
 def check_model(config: DictConfig) -> None:
+    """The model folder holds a config and a tokenizer that load and tokenise a prompt to tokens:
+    transformers builds an *empty* tokenizer from a folder without tokenizer files, and then
+    every prompt counts 0 tokens and passes every length check."""
     path = os.path.expanduser(str(config.actor_rollout_ref.model.path))
+    key = "actor_rollout_ref.model.path"
     if not os.path.isdir(path):
         raise PreflightError(
-            f"actor_rollout_ref.model.path={path!r} does not exist. Expected a local directory holding a "
+            f"{key}={path!r} does not exist. Expected a local directory holding a "
             "transformers model (config.json + weights); nothing is downloaded from a hub at run time."
         )
-    if not os.path.isfile(os.path.join(path, "config.json")):
+    config_file = os.path.join(path, "config.json")
+    if not os.path.isfile(config_file):
         raise PreflightError(
-            f"actor_rollout_ref.model.path={path!r} has no config.json. Expected a transformers model directory "
+            f"{key}={path!r} has no config.json. Expected a transformers model directory "
             "as written by save_pretrained()."
         )
+    try:
+        with open(config_file, "rb") as f:
+            raw = json.loads(f.read().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PreflightError(f"{key}: {config_file!r} is not valid JSON ({exc}); expected save_pretrained()'s config.json") from exc
+    if not isinstance(raw, dict) or "model_type" not in raw:
+        raise PreflightError(f"{key}: {config_file!r} names no model_type; expected save_pretrained()'s config.json")
+    trust = bool(config.actor_rollout_ref.model.get("trust_remote_code", False))
+    tokenizer_path = os.path.expanduser(str(config.actor_rollout_ref.model.get("tokenizer_path") or path))
+    try:
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(path, trust_remote_code=trust)
+        from verl.utils import hf_tokenizer
+
+        tokenizer = hf_tokenizer(tokenizer_path, trust_remote_code=trust)
+        text = tokenizer.apply_chat_template(SAMPLE_PROMPT, add_generation_prompt=True, tokenize=False) \
+            if getattr(tokenizer, "chat_template", None) else SAMPLE_PROMPT[0]["content"]
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    except Exception as exc:  # transformers raises many types for a broken folder
+        raise PreflightError(
+            f"{key}={path!r}: the model config or tokenizer does not load ({type(exc).__name__}: {exc}); "
+            "expected a folder written by save_pretrained() with config.json and tokenizer files"
+        ) from exc
+    if not ids or len(tokenizer) == 0:
+        raise PreflightError(
+            f"{key}={tokenizer_path!r}: the tokenizer turns a sample prompt into {len(ids)} tokens (vocabulary "
+            f"{len(tokenizer)}): its tokenizer files (tokenizer.json / tokenizer_config.json / vocab) are missing or empty"
+        )
+
+
+def check_destination(config: DictConfig) -> None:
+    """Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."""
+    from recipe.dapo_ascend import resume, run_guard
+
+    run_dir, _ = resume.run_paths(config)
+    out = os.path.abspath(os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs"))
+    if os.path.commonpath([out, os.path.abspath(run_dir)]) != out and "VERL_FILE_LOGGER_PATH" not in os.environ:
+        raise PreflightError(
+            f"trainer.experiment_name={config.trainer.experiment_name!r} puts the run folder at {run_dir!r}, outside "
+            f"the output folder {out!r}; accepted: a plain folder name"
+        )
+    run_guard.check_destination(config, run_dir, PreflightError)
 
 
 def check_data(config: DictConfig, max_rows_checked: int | None = None) -> None:
@@ -115,9 +174,11 @@ def check_upstream_objects(config: DictConfig) -> None:
 
 
 def check_all(config: DictConfig) -> None:
+    check_types(config)
     check_upstream_objects(config)
     check_rollout_tail(config)
     check_model(config)
+    check_destination(config)
     check_data(config)
     check_batch_sizes(config)
     run_upstream_validation(config)

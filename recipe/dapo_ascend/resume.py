@@ -11,14 +11,16 @@ here without touching upstream's checkpoint code:
    checkpoint's shards are deleted before the tracker moves on. Nothing in a step folder says
    whether its write finished.
    -> ``CheckpointJournalMixin`` (mixed into the recipe's trainer) writes a completion marker
-   ``verl_ascend_complete.json`` (every file and its size) once a checkpoint is written *and*
-   its step's metrics are logged; ``prepare_run`` (the entry point, before Ray starts) picks the
-   checkpoint to resume from among marked, intact folders only, rewrites the tracker atomically,
-   and renames interrupted folders to ``global_step_<N>.incomplete``.
+   ``verl_ascend_complete.json`` (every file, its size and its SHA-256) once a checkpoint is
+   written *and* its step's metrics are logged; ``plan_resume`` (the entry point, before Ray
+   starts, read-only) picks the checkpoint to resume from among marked folders whose sizes match,
+   verifying the contents of the one it loads (newest first, falling back with the reason logged);
+   ``prepare_run`` (once every check passed) rewrites the tracker atomically and renames unusable
+   folders to ``global_step_<N>.incomplete``.
 2. The file logger opens ``$VERL_FILE_LOGGER_PATH`` with mode ``"wb"``: every restart erased
    the metrics of the steps already trained. -> ``prepare_run`` keeps the records of steps up to
-   the resumed one and drops those of steps that will be trained again, and the trainer appends
-   (``install_metrics_append``, the one runtime patch here).
+   the resumed one and moves those of steps that will be trained again to a dated side file, and
+   the trainer appends (``install_metrics_append``, the one runtime patch here).
 3. Which prompts a step consumed was not recorded. -> the trainer appends the dataset ``index``
    of every prompt it takes from the dataloader to ``prompts.jsonl`` (trimmed like the metrics),
    so "no prompt skipped or repeated across a crash" can be checked.
@@ -26,15 +28,19 @@ here without touching upstream's checkpoint code:
    save_checkpoint, finished), rewritten atomically at each phase change.
 
 Files of a run (``<run dir>`` = ``$VERL_ASCEND_OUTPUT_DIR/<experiment_name>``): ``metrics.jsonl``,
-``prompts.jsonl``, ``status.json``, ``resume.jsonl`` (one line per start: what was picked and why).
+``prompts.jsonl``, ``rollout_groups.jsonl``, ``status.json``, ``resume.jsonl`` (one line per start:
+what was picked and why), ``*.trimmed-<time>.jsonl`` (records a resume removed), ``owner.json``
+(``run_guard.py``: who holds the folder's lock).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
@@ -73,11 +79,19 @@ def _fsync_dir(path: str) -> None:
 def write_atomic(path: str, data: bytes) -> None:
     """Write ``path`` so that a reader (or a restart after a kill) sees the old or the new bytes."""
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk or a kill signal mid-write: leave no half-written temporary behind.
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
     _fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
@@ -107,26 +121,37 @@ def read_jsonl(path: str) -> list[dict]:
     return records
 
 
-def trim_jsonl(path: str, max_step: int) -> tuple[int, int]:
-    """Keep the records whose ``step`` is <= ``max_step`` (atomically); returns (kept, dropped)."""
+def trim_jsonl(path: str, max_step: int, side_file: Optional[str] = None) -> tuple[int, int]:
+    """Keep the records whose ``step`` is <= ``max_step`` (atomically); returns (kept, dropped).
+
+    The dropped lines (records of steps that will be trained again, torn lines) are appended to
+    ``side_file`` first, so trimming never destroys anything."""
     if not os.path.exists(path):
         return 0, 0
     with open(path, "rb") as f:
         lines = f.read().splitlines()
-    kept, dropped = [], 0
+    kept, dropped = [], []
     for line in lines:
         try:
-            record = json.loads(line)
-            step = int(record["step"])
+            step = int(json.loads(line)["step"])
         except (ValueError, KeyError, TypeError):
-            dropped += 1
-            continue
-        if step <= max_step:
-            kept.append(line + b"\n")
-        else:
-            dropped += 1
+            step = None
+        (kept if step is not None and step <= max_step else dropped).append(line + b"\n")
+    if not dropped:
+        return len(kept), 0
+    if side_file:
+        with open(side_file, "ab") as f:
+            f.write(b"".join(dropped))
+            f.flush()
+            os.fsync(f.fileno())
     write_atomic(path, b"".join(kept))
-    return len(kept), dropped
+    return len(kept), len(dropped)
+
+
+def side_file_for(path: str, stamp: str) -> str:
+    """``metrics.jsonl`` -> ``metrics.trimmed-20261130T142500Z.jsonl`` (same folder)."""
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.trimmed-{stamp}{ext}"
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -172,9 +197,41 @@ def list_files(folder: str) -> dict[str, int]:
     return dict(sorted(files.items()))
 
 
+CHECKSUM = "sha256"  # hashlib name; OpenSSL's SHA-256 uses the CPU's SHA instructions (x86 SHA-NI, ARMv8 crypto)
+CHUNK = 8 << 20
+
+
+def file_checksum(path: str, algorithm: str = CHECKSUM) -> str:
+    """Streamed digest of one file (8 MiB reads: constant memory whatever the shard size)."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb", buffering=0) as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checksums(folder: str, names: Iterable[str], algorithm: str = CHECKSUM) -> dict[str, str]:
+    """Digest of every file, several files at once: hashlib releases the GIL on large buffers, so a
+    checkpoint of many rank shards is hashed at the storage's read speed, not one core's."""
+    names = list(names)
+    workers = max(1, min(8, len(names), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        digests = pool.map(lambda rel: file_checksum(os.path.join(folder, rel), algorithm), names)
+        return dict(zip(names, digests))
+
+
 def write_marker(folder: str, step: int, extra: Optional[dict] = None) -> dict:
-    """Declare ``folder`` complete: written last, atomically, listing every file and its size."""
-    marker = {"step": int(step), "files": list_files(folder), "time": time.time(), **(extra or {})}
+    """Declare ``folder`` complete: written last, atomically, listing every file, its size and its
+    checksum (so a resume can tell a damaged shard from a good one of the same size)."""
+    files = list_files(folder)
+    marker = {
+        "step": int(step),
+        "files": files,
+        "checksum": CHECKSUM,
+        "checksums": checksums(folder, files),
+        "time": time.time(),
+        **(extra or {}),
+    }
     write_atomic(os.path.join(folder, MARKER), json.dumps(marker, indent=1).encode())
     return marker
 
@@ -186,18 +243,28 @@ def remove_marker(folder: str) -> None:
         pass
 
 
-def verify_marked(folder: str, step: int) -> Optional[str]:
-    """None if ``folder`` carries a valid marker and every file it lists is intact, else why not."""
+def read_marker(folder: str) -> tuple[Optional[dict], Optional[str]]:
     path = os.path.join(folder, MARKER)
     if not os.path.exists(path):
-        return f"no {MARKER} (its write never finished)"
+        return None, f"no {MARKER} (its write never finished)"
     try:
         with open(path, "rb") as f:
             marker = json.loads(f.read())
-        files = marker["files"]
-        marked_step = int(marker["step"])
+        int(marker["step"])
+        dict(marker["files"])
     except (ValueError, KeyError, TypeError, OSError) as exc:
-        return f"{MARKER} is unreadable ({exc})"
+        return None, f"{MARKER} is unreadable ({exc})"
+    return marker, None
+
+
+def verify_marked(folder: str, step: int, content: bool = False) -> Optional[str]:
+    """None if ``folder`` carries a valid marker and every file it lists is intact, else why not.
+
+    Sizes always (cheap); with ``content=True`` also every file's checksum (reads the checkpoint)."""
+    marker, why = read_marker(folder)
+    if marker is None:
+        return why
+    files, marked_step = marker["files"], int(marker["step"])
     if marked_step != step:
         return f"{MARKER} names step {marked_step}, not {step}"
     if "data.pt" not in files:
@@ -208,6 +275,21 @@ def verify_marked(folder: str, step: int) -> Optional[str]:
             return f"{rel} is missing"
         if os.path.getsize(full) != size:
             return f"{rel} has {os.path.getsize(full)} bytes, {size} expected"
+    return verify_content(folder, marker) if content else None
+
+
+def verify_content(folder: str, marker: dict) -> Optional[str]:
+    """Every file's checksum against the marker's; None when they all match (or none recorded)."""
+    expected = marker.get("checksums")
+    if not expected:
+        return None  # a marker from before checksums: sizes are all it can vouch for
+    try:
+        actual = checksums(folder, expected, marker.get("checksum", CHECKSUM))
+    except (OSError, ValueError) as exc:
+        return f"cannot read for its checksum ({exc})"
+    for rel, digest in expected.items():
+        if actual[rel] != digest:
+            return f"{rel} does not match its {marker.get('checksum', CHECKSUM)} checksum (same size, different content)"
     return None
 
 
@@ -249,21 +331,27 @@ def select_checkpoint(root: str, world_size: int = 1, save_contents: Iterable[st
     tracker_step, tracker_problem = read_tracker(root)
     marked = any(os.path.exists(os.path.join(p, MARKER)) for p in dirs.values())
     rejected = {}
-    complete = []
+    intact = []  # by files and sizes: cheap, for every folder
     for step, path in sorted(dirs.items()):
         why = verify_marked(path, step) if marked else verify_unmarked(path, world_size, save_contents)
         if why is None:
-            complete.append(step)
+            intact.append(step)
         else:
             rejected[step] = why
-    if tracker_step is not None and tracker_step in complete:
-        chosen = tracker_step
-    else:
-        limit = tracker_step if tracker_step is not None else float("inf")
-        older = [s for s in complete if s < limit]
-        chosen = max(older) if older else 0
-        if tracker_step is not None and tracker_step not in dirs:
-            rejected.setdefault(tracker_step, "named by the tracker but absent")
+    limit = tracker_step if tracker_step is not None else float("inf")
+    candidates = sorted((s for s in intact if s <= limit), reverse=True)
+    chosen = 0
+    # Content (checksums) only for the checkpoint about to be loaded, newest first: reading a
+    # 400 GB checkpoint is paid once per start, not once per folder kept.
+    for step in candidates:
+        why = verify_marked(dirs[step], step, content=True) if marked else None
+        if why is None:
+            chosen = step
+            break
+        rejected[step] = why
+        _log(f"global_step_{step} is damaged ({why}); falling back to an older checkpoint")
+    if tracker_step is not None and tracker_step not in dirs:
+        rejected.setdefault(tracker_step, "named by the tracker but absent")
     return Selection(
         step=chosen,
         path=dirs.get(chosen),
@@ -285,14 +373,17 @@ def quarantine(path: str) -> str:
     return target
 
 
-def repair_checkpoints(root: str, world_size: int = 1, save_contents: Iterable[str] = ("model",)) -> Selection:
+def repair_checkpoints(
+    root: str, world_size: int = 1, save_contents: Iterable[str] = ("model",), selection: Optional[Selection] = None
+) -> Selection:
     """Make ``root`` say exactly what ``select_checkpoint`` picked: tracker rewritten atomically
-    (removed when starting from scratch), interrupted folders newer than the pick renamed away."""
-    selection = select_checkpoint(root, world_size, save_contents)
+    (set aside as ``.invalid`` when starting from scratch), unusable folders newer than the pick
+    renamed away (``global_step_<N>.incomplete``), nothing deleted."""
+    selection = selection or select_checkpoint(root, world_size, save_contents)
     for step, path in step_dirs(root).items():
         if step > selection.step and step in selection.rejected:
             new = quarantine(path)
-            _log(f"{os.path.basename(path)} is incomplete ({selection.rejected[step]}); moved to {os.path.basename(new)}")
+            _log(f"{os.path.basename(path)} is not usable ({selection.rejected[step]}); moved to {os.path.basename(new)}")
     tracker = os.path.join(root, TRACKER)
     if selection.step > 0:
         if selection.tracker_step != selection.step:
@@ -303,6 +394,9 @@ def repair_checkpoints(root: str, world_size: int = 1, save_contents: Iterable[s
 
 
 # ----------------------------------------------------------------------------- driver side
+HISTORY_FILES = ("metrics.jsonl", PROMPTS_FILE, "rollout_groups.jsonl")
+
+
 def run_dir_for(config, metrics_path: Optional[str]) -> str:
     if metrics_path:
         return os.path.dirname(os.path.abspath(metrics_path))
@@ -310,8 +404,72 @@ def run_dir_for(config, metrics_path: Optional[str]) -> str:
     return os.path.abspath(os.path.join(out, str(config.trainer.experiment_name)))
 
 
-def prepare_run(config, metrics_path: Optional[str] = None) -> int:
-    """Driver side, before Ray starts: decide where the run resumes and make every file agree.
+@dataclass
+class Plan:
+    """Where a start would resume, decided without changing a byte on disk."""
+
+    step: int
+    why: str  # what the decision rests on, for messages
+    checkpoint_dir: str
+    run_dir: str
+    metrics_path: Optional[str]
+    selection: Optional[Selection] = None
+
+
+def metrics_path_for(config) -> Optional[str]:
+    """The path the entry point hands upstream's file logger (None when it is not enabled)."""
+    from recipe.dapo_ascend.main_dapo import default_metrics_path
+
+    loggers = config.trainer.get("logger", []) or []
+    if "file" not in ([loggers] if isinstance(loggers, str) else loggers):
+        return None
+    return os.path.abspath(os.environ.get("VERL_FILE_LOGGER_PATH") or default_metrics_path(config))
+
+
+def run_paths(config) -> tuple[str, str]:
+    """(run folder, checkpoint folder) of this run, absolute."""
+    root = os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir)))
+    return run_dir_for(config, metrics_path_for(config)), root
+
+
+def plan_resume(config, error_cls) -> Plan:
+    """Read-only: the step this start would resume after (0 = from scratch) and why."""
+    trainer = config.trainer
+    metrics_path = metrics_path_for(config)
+    root = os.path.abspath(os.path.expanduser(str(trainer.default_local_dir)))
+    run_dir = run_dir_for(config, metrics_path)
+    world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
+    save_contents = list(config.actor_rollout_ref.actor.checkpoint.get("save_contents", ["model"]) or [])
+    mode = str(trainer.get("resume_mode", "auto"))
+    plan = Plan(0, "", root, run_dir, metrics_path)
+    if mode == "disable":
+        plan.why = "trainer.resume_mode=disable"
+    elif mode == "resume_path":
+        path = os.path.abspath(os.path.expanduser(str(trainer.resume_from_path)))
+        match = STEP_DIR.match(os.path.basename(path.rstrip("/")))
+        if not match or not os.path.isdir(path):
+            raise error_cls(f"trainer.resume_from_path={path!r} is not an existing global_step_<N> checkpoint folder")
+        step = int(match.group(1))
+        marked = os.path.exists(os.path.join(path, MARKER))
+        why = verify_marked(path, step, content=True) if marked else verify_unmarked(path, world_size, save_contents)
+        if why is not None:
+            raise error_cls(f"trainer.resume_from_path={path!r} is not a complete checkpoint: {why}")
+        plan.step, plan.why = step, f"trainer.resume_from_path={path}"
+    else:
+        plan.selection = select_checkpoint(root, world_size, save_contents)
+        plan.step = plan.selection.step
+        if plan.step:
+            plan.why = f"resuming after step {plan.step} from {plan.selection.path}"
+        elif plan.selection.rejected:
+            reasons = "; ".join(f"global_step_{k}: {v}" for k, v in sorted(plan.selection.rejected.items()))
+            plan.why = f"no usable checkpoint in trainer.default_local_dir={root} ({reasons})"
+        else:
+            plan.why = f"no checkpoint in trainer.default_local_dir={root}"
+    return plan
+
+
+def prepare_run(config, plan: Plan) -> int:
+    """Driver side, before Ray starts, once every check has passed: make every file agree with ``plan``.
 
     Returns the step training resumes after (0 = from scratch). Mutates ``config`` only to make
     ``trainer.default_local_dir`` absolute (Ray workers may run in another directory), and
@@ -319,41 +477,20 @@ def prepare_run(config, metrics_path: Optional[str] = None) -> int:
     """
     from omegaconf import open_dict
 
-    from recipe.dapo_ascend.main_dapo import default_metrics_path, export_to_workers
-    from recipe.dapo_ascend.preflight import PreflightError
+    from recipe.dapo_ascend.main_dapo import export_to_workers
 
-    trainer = config.trainer
-    loggers = trainer.get("logger", []) or []
-    if metrics_path is None and "file" in ([loggers] if isinstance(loggers, str) else loggers):
-        # The same path the entry point hands upstream's file logger.
-        metrics_path = os.environ.setdefault("VERL_FILE_LOGGER_PATH", default_metrics_path(config))
-    root = os.path.abspath(os.path.expanduser(str(trainer.default_local_dir)))
+    trainer, run_dir, metrics_path, step = config.trainer, plan.run_dir, plan.metrics_path, plan.step
     with open_dict(config):
-        trainer.default_local_dir = root
-    run_dir = run_dir_for(config, metrics_path)
+        trainer.default_local_dir = plan.checkpoint_dir
     os.makedirs(run_dir, exist_ok=True)
-
-    world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
-    save_contents = list(config.actor_rollout_ref.actor.checkpoint.get("save_contents", ["model"]) or [])
-    mode = str(trainer.get("resume_mode", "auto"))
-    record: dict[str, Any] = {"time": time.time(), "resume_mode": mode, "checkpoint_dir": root}
-    if mode == "disable":
-        step = 0
-    elif mode == "resume_path":
-        path = os.path.abspath(os.path.expanduser(str(trainer.resume_from_path)))
-        match = STEP_DIR.match(os.path.basename(path.rstrip("/")))
-        if not match or not os.path.isdir(path):
-            raise PreflightError(
-                f"trainer.resume_from_path={path!r} is not an existing global_step_<N> checkpoint folder"
-            )
-        step = int(match.group(1))
-        marked = os.path.exists(os.path.join(path, MARKER))
-        why = verify_marked(path, step) if marked else verify_unmarked(path, world_size, save_contents)
-        if why is not None:
-            raise PreflightError(f"trainer.resume_from_path={path!r} is not a complete checkpoint: {why}")
-    else:
-        selection = repair_checkpoints(root, world_size, save_contents)
-        step = selection.step
+    if metrics_path:
+        os.environ.setdefault("VERL_FILE_LOGGER_PATH", metrics_path)
+    record: dict[str, Any] = {"time": time.time(), "resume_mode": str(trainer.get("resume_mode", "auto")),
+                              "checkpoint_dir": plan.checkpoint_dir}
+    selection = plan.selection
+    if selection is not None:
+        world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
+        repair_checkpoints(plan.checkpoint_dir, world_size, selection=selection)
         record.update(
             tracker_step=selection.tracker_step,
             tracker_problem=selection.tracker_problem,
@@ -361,22 +498,21 @@ def prepare_run(config, metrics_path: Optional[str] = None) -> int:
         )
         if selection.tracker_problem and selection.tracker_problem != "absent":
             _log(f"{TRACKER} is {selection.tracker_problem}")
-        if step:
-            _log(f"resuming after step {step} from {selection.path}")
-        elif selection.rejected:
-            _log(f"no complete checkpoint in {root}: training starts from step 1")
+    _log(plan.why if step else f"training starts from step 1: {plan.why}")
     record["resume_step"] = step
 
-    # Metrics and the prompt ledger describe the run as if it had never stopped: the records of
-    # steps that will be trained again are dropped, the trainer appends from there on.
-    kept_dropped = {}
-    for name, path in (("metrics", metrics_path), ("prompts", os.path.join(run_dir, PROMPTS_FILE))):
-        if path:
-            kept_dropped[name] = trim_jsonl(path, step)
-    if step and kept_dropped.get("metrics"):
-        kept, dropped = kept_dropped["metrics"]
-        _log(f"{metrics_path}: kept {kept} records up to step {step}, dropped {dropped}")
-    record["trimmed"] = kept_dropped
+    # Metrics, the prompt ledger and the rollout-group ledger describe the run as if it had never
+    # stopped: records of steps that will be trained again move to a dated side file, the
+    # trainer appends from there on.
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    trimmed = {}
+    for name in HISTORY_FILES:
+        path = metrics_path if name == "metrics.jsonl" and metrics_path else os.path.join(run_dir, name)
+        kept, dropped = trim_jsonl(path, step, side_file_for(path, stamp))
+        trimmed[name] = [kept, dropped]
+        if dropped:
+            _log(f"{path}: kept {kept} records up to step {step}; {dropped} moved to {side_file_for(path, stamp)}")
+    record["trimmed"] = trimmed
     append_jsonl(os.path.join(run_dir, RESUME_LOG), record)
 
     env = {ENV_RUN_DIR: run_dir, ENV_METRICS_APPEND: "1"}

@@ -167,3 +167,28 @@ def test_python_dash_m_entry_point(tmp_path):
     d = json.loads((tmp_path / "profile_report" / "report.json").read_text())
     assert d["top_ops"]["train"]["rows"][0]["count"] == 1
     shutil.rmtree(tmp_path / "profile_report")
+
+
+@pytest.mark.parametrize(
+    ("args", "settings_text", "expected"),
+    [
+        (["--top", "-5"], None, "--top: '-5': accepted: an integer >= 1"),
+        (["--top", "0"], None, "--top: '0': accepted: an integer >= 1"),
+        ([], "top_n: -3\n", "top_n=-3; accepted: an integer >= 1"),
+        ([], "top_n: many\n", "top_n='many'; accepted: an integer >= 1"),
+        ([], "top_n: 5\ntop_kernels: 3\n", "unknown key(s) top_kernels"),
+        ([], "tail:\n  running_belwo: 0.3\n", "unknown key(s) tail.running_belwo"),
+    ],
+)
+def test_bad_options_are_refused_with_the_option_named(tmp_path, capsys, args, settings_text, expected):
+    if settings_text is not None:
+        settings = tmp_path / "s.yaml"
+        settings.write_text(settings_text)
+        args = [*args, "--settings", str(settings)]
+    try:
+        rc = main([str(tmp_path), *args])
+    except SystemExit as exc:  # argparse: exit 2 with the message on stderr
+        rc = exc.code
+    assert rc != 0
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "profile_report").exists()

@@ -189,3 +189,49 @@ def test_large_outputs_are_written_in_row_groups(dapo_parquet, tmp_path, monkeyp
     report = prep.prepare(DAPO_MATH, [dapo_parquet], out)
     assert report.rows_written == 4 and pq.ParquetFile(out).num_row_groups == 2
     assert [r["extra_info"]["index"] for r in _read(out)] == [0, 1, 2, 3]
+
+
+def _corrupt_parquet(path: Path) -> None:
+    """A real parquet file whose first data page is overwritten (header and footer intact)."""
+    pq.write_table(pa.table({"prompt": ["x" * 200] * 50}), path, compression="NONE")
+    data = bytearray(path.read_bytes())
+    data[20:220] = b"\xfe" * 200
+    path.write_bytes(bytes(data))
+
+
+def _invalid_utf8_parquet(path: Path) -> None:
+    """A binary column declared as UTF-8 string: the bytes are not UTF-8."""
+    table = pa.table({"prompt": pa.array([b"ok", b"bad \xff\xfe"], type=pa.binary())})
+    pq.write_table(table.cast(pa.schema([("prompt", pa.string())]), safe=False), path)
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "expected"),
+    [
+        ("latin1.jsonl", lambda p: p.write_bytes(b'{"prompt": "caf\xe9"}\n'), "not UTF-8 text"),
+        ("latin1.json", lambda p: p.write_bytes(b'[{"prompt": "caf\xe9"}]'), "not UTF-8 text"),
+        ("corrupt.parquet", _corrupt_parquet, "cannot be read"),
+        ("badutf8.parquet", _invalid_utf8_parquet, "cannot be read"),
+    ],
+)
+def test_damaged_inputs_exit_non_zero_with_the_file_named(tmp_path, capsys, name, make, expected):
+    src = tmp_path / name
+    make(src)
+    code = prep.main(["dapo-math", "-i", str(src), "-o", str(tmp_path / "o.parquet")])
+    err = capsys.readouterr().err
+    assert code == prep.EXIT_BAD_INPUT, err
+    assert str(src) in err and expected in err
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_output_that_is_a_folder_or_under_a_file(tmp_path, capsys):
+    folder = tmp_path / "o.parquet"
+    folder.mkdir()
+    assert prep.main(["dapo-math", "-i", str(FIXTURES / "dapo_math_sample.jsonl"), "-o", str(folder)]) == prep.EXIT_BAD_INPUT
+    assert "is a folder" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    target = blocker / "o.parquet"
+    assert prep.main(["dapo-math", "-i", str(FIXTURES / "dapo_math_sample.jsonl"), "-o", str(target)]) == prep.EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert str(target) in err and "cannot be written" in err

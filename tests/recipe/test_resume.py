@@ -118,6 +118,106 @@ def test_trim_jsonl_keeps_whole_records_up_to_the_step(tmp_path):
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2]
 
 
+def test_same_size_corruption_is_caught_by_checksum(tmp_path):
+    _checkpoint(tmp_path, 1)
+    two = _checkpoint(tmp_path, 2)
+    shard = two / "actor" / "model_world_size_1_rank_0.pt"
+    size = shard.stat().st_size
+    with open(shard, "r+b") as f:
+        f.seek(10)
+        f.write(b"\xff" * 8)
+    assert shard.stat().st_size == size
+    _tracker(tmp_path, "2")
+    assert resume.verify_marked(str(two), 2) is None  # sizes alone cannot tell
+    sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    assert sel.step == 1
+    assert "actor/model_world_size_1_rank_0.pt does not match its sha256 checksum" in sel.rejected[2]
+    assert (tmp_path / "global_step_2.incomplete").is_dir() and (tmp_path / resume.TRACKER).read_text() == "1"
+
+
+def test_only_the_checkpoint_to_load_is_read_for_its_checksum(tmp_path, monkeypatch):
+    for step in (1, 2, 3):
+        _checkpoint(tmp_path, step)
+    read = []
+    real = resume.file_checksum
+    monkeypatch.setattr(resume, "file_checksum", lambda path, *a: read.append(path) or real(path, *a))
+    assert resume.select_checkpoint(str(tmp_path), 1, CONTENTS).step == 3
+    assert read and all("global_step_3" in p for p in read)
+
+
+def test_trimmed_records_go_to_a_side_file(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b'{"step": 1}\n{"step": 2}\n{"step": 3}\n{"st')
+    side = resume.side_file_for(str(path), "20260101T000000Z")
+    assert side.endswith("metrics.trimmed-20260101T000000Z.jsonl")
+    assert resume.trim_jsonl(str(path), 1, side) == (1, 3)
+    assert path.read_bytes() == b'{"step": 1}\n'
+    assert Path(side).read_bytes() == b'{"step": 2}\n{"step": 3}\n{"st\n'
+
+
+def test_failed_atomic_write_leaves_no_temporary(tmp_path):
+    target = tmp_path / "status.json"
+    target.mkdir()  # os.replace onto a folder fails after the temporary was written
+    with pytest.raises(OSError):
+        resume.write_atomic(str(target), b"{}")
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
+
+
+def test_second_lock_on_a_folder_names_the_holder(tmp_path, monkeypatch):
+    import os
+    import socket
+
+    from recipe.dapo_ascend.preflight import PreflightError
+    from recipe.dapo_ascend.run_guard import RunLock
+
+    monkeypatch.setattr(RunLock, "held", [])
+    monkeypatch.setattr(RunLock, "locked", set())
+    RunLock.acquire([str(tmp_path / "absent")], PreflightError)
+    assert not (tmp_path / "absent").exists()  # not created before the start is committed
+    RunLock.acquire([str(tmp_path)], PreflightError, create=True)
+    RunLock.record_owner(str(tmp_path))
+    monkeypatch.setattr(RunLock, "locked", set())  # a second run: its own open of the folder
+    with pytest.raises(PreflightError) as err:
+        RunLock.acquire([str(tmp_path)], PreflightError)
+    assert f"PID {os.getpid()} on host {socket.gethostname()}" in str(err.value)
+    for fd in RunLock.held:
+        os.close(fd)
+
+
+def test_start_over_keeps_every_earlier_record(tmp_path, monkeypatch):
+    """fault_tolerance.start_over=true: training restarts at step 1, the old ledgers are moved aside."""
+    from omegaconf import OmegaConf
+
+    from recipe.dapo_ascend import run_guard
+    from recipe.dapo_ascend.preflight import PreflightError
+
+    monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(tmp_path))
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    run_dir = tmp_path / "exp"
+    run_dir.mkdir()
+    for name in resume.HISTORY_FILES:
+        (run_dir / name).write_text('{"step": 1}\n{"step": 2}\n')
+    config = OmegaConf.create({
+        "trainer": {"experiment_name": "exp", "logger": ["file"], "default_local_dir": str(tmp_path / "ckpt"),
+                    "nnodes": 1, "n_gpus_per_node": 1, "resume_mode": "auto"},
+        "actor_rollout_ref": {"actor": {"checkpoint": {"save_contents": ["model"]}}},
+        "ray_kwargs": {"ray_init": {}},
+        "fault_tolerance": {"start_over": False},
+    })
+    plan = resume.plan_resume(config, PreflightError)
+    with pytest.raises(PreflightError, match="up to step 2"):
+        run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, resume.HISTORY_FILES, PreflightError)
+    assert all((run_dir / n).read_text().count("\n") == 2 for n in resume.HISTORY_FILES)
+    config.fault_tolerance.start_over = True
+    assert run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, resume.HISTORY_FILES, PreflightError)
+    assert resume.prepare_run(config, plan) == 0
+    for name in resume.HISTORY_FILES:  # metrics, prompt ledger and rollout-group ledger alike
+        assert (run_dir / name).read_text() == ""
+        stem = name.rsplit(".", 1)[0]
+        (side,) = [p for p in run_dir.iterdir() if p.name.startswith(f"{stem}.trimmed-")]
+        assert side.read_text() == '{"step": 1}\n{"step": 2}\n'
+
+
 # ----------------------------------------------------------------------------- unit: the patch
 def test_file_logger_patch_target_and_effect(tmp_path, monkeypatch):
     """Patch target: verl 0.9.1 ``utils/tracking.py`` ``FileLogger`` truncates its file on start.

@@ -90,7 +90,10 @@ def prepare(
     if not clean:
         raise PrepareError(f"no valid rows in {', '.join(str(p) for p in inputs)}; nothing written")
     rows = (to_rl_row(item, spec, index) for index, item in enumerate(_repeated(clean, repeat)))
-    report.rows_written = _write_parquet_atomically(rows, output)
+    try:
+        report.rows_written = _write_parquet_atomically(rows, output)
+    except OSError as exc:
+        raise PrepareError(f"--output {output} cannot be written ({exc.strerror or exc}); accepted: a writable .parquet path") from exc
     return report
 
 
@@ -99,6 +102,8 @@ def _check_arguments(inputs: Sequence[str | Path], output: Path, repeat: int, li
         raise PrepareError("no --input given")
     if output.suffix != ".parquet":
         raise PrepareError(f"--output must end in .parquet (upstream's RL dataset reads parquet), got {output}")
+    if output.is_dir():
+        raise PrepareError(f"--output {output} is a folder; accepted: a .parquet file path")
     if any(Path(p).expanduser().resolve() == output.resolve() for p in inputs):
         raise PrepareError(f"--output {output} is also an input; write to a new file")
     if repeat < 1:

@@ -71,19 +71,27 @@ def _iter_parquet(path: Path) -> Iterator[SourceRow]:
     index = 0
     # Row groups keep memory bounded for the 1.8M-row DAPO-Math file.
     for group in range(parquet_file.num_row_groups):
-        for record in parquet_file.read_row_group(group).to_pylist():
+        try:
+            records = parquet_file.read_row_group(group).to_pylist()
+        except Exception as exc:  # a corrupt data page, invalid UTF-8 in a string column, ...
+            raise InputFileError(
+                f"{path}: row group {group} (rows from {index}) cannot be read ({type(exc).__name__}: {exc})"
+            ) from exc
+        for record in records:
             yield SourceRow(path, index, record)
             index += 1
 
 
 def _iter_jsonl(path: Path) -> Iterator[SourceRow]:
     index = 0
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if not line.strip():
+    with path.open("rb") as handle:
+        for raw in handle:
+            if not raw.strip():
                 continue  # blank lines carry no record and get no index
             try:
-                record = json.loads(line)
+                record = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                record = UnparsableLine(f"not UTF-8 text (byte {exc.start} of the line: {raw[exc.start:exc.start + 4]!r})")
             except json.JSONDecodeError as exc:
                 record = UnparsableLine(f"invalid JSON ({exc.msg} at column {exc.colno})")
             yield SourceRow(path, index, record)
@@ -95,6 +103,8 @@ def _iter_json(path: Path) -> Iterator[SourceRow]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputFileError(f"{path}: invalid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"{path}: not UTF-8 text (byte {exc.start}); accepted: UTF-8 encoded JSON") from exc
     records = _records_from_json(data, path)
     for index, record in enumerate(records):
         yield SourceRow(path, index, record)

@@ -43,6 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    from recipe.dapo_ascend import config_schema  # the typed view preflight and DRY_RUN apply
+
+    if config_schema.refuse(config):
+        return EXIT_BAD_CONFIG
     strict = args.strict or strict_from_env()
     findings = diagnose(config)
     print(format_report(findings, strict))

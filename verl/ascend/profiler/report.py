@@ -302,6 +302,16 @@ def default_out_dir(paths: list[str]) -> Path:
 
 
 # ================================================================================================ CLI
+def _positive_int_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted: an integer >= 1")
+    return value
+
+
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m verl.ascend.profiler.report",
@@ -314,7 +324,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap.add_argument("--env-profile", action="append", default=[], help="the run's env_profile.json/.yaml (if not under DIR)")
     ap.add_argument("--run-config", action="append", default=[], help="the run's composed config (.hydra/config.yaml)")
     ap.add_argument("--settings", type=Path, default=None, help="YAML merged over the report defaults (defaults.yaml)")
-    ap.add_argument("--top", type=int, default=None, help="rows in the top kernels/ops tables")
+    ap.add_argument("--top", type=_positive_int_arg, default=None, help="rows in the top kernels/ops tables (>= 1)")
     ap.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     ap.add_argument("--strict", action="store_true", help="any damaged input is fatal (exit 2, nothing written)")
     ap.add_argument("--quiet", action="store_true", help="do not print the table")

@@ -61,14 +61,36 @@ def _compile(patterns: Any, key: str, source: str) -> list[re.Pattern]:
     return out
 
 
+def _positive_int(value: Any, key: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SettingsError(f"{source}: {key}={value!r}; accepted: an integer >= 1")
+    return value
+
+
+# Mappings whose keys the user names (fused kernel families): any key is accepted there.
+FREE_KEYS = ("fused_kernels",)
+
+
+def unknown_keys(data: dict, reference: dict, prefix: str = "") -> list[str]:
+    """Keys of ``data`` that the defaults do not have (a misspelling would be silently ignored)."""
+    found = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if key not in reference:
+            found.append(name)
+        elif isinstance(value, dict) and isinstance(reference[key], dict) and name not in FREE_KEYS:
+            found += unknown_keys(value, reference[key], name + ".")
+    return found
+
+
 class Settings:
     """Typed access to the merged settings; regexes are compiled once."""
 
     def __init__(self, data: dict, source: str = str(DEFAULTS_FILE)):
         self.data = data
         self.source = source
-        self.top_n = int(data.get("top_n", 15))
-        self.timeline_points = int(data.get("timeline_points", 4000))
+        self.top_n = _positive_int(data.get("top_n", 15), "top_n", source)
+        self.timeline_points = _positive_int(data.get("timeline_points", 4000), "timeline_points", source)
         tail = data.get("tail", {}) or {}
         self.tail_running_below = float(tail.get("running_below", 0.5))
         if not 0 < self.tail_running_below <= 1:
@@ -127,6 +149,10 @@ def load_settings(path: Optional[str | Path] = None) -> Settings:
     data = _load_yaml(DEFAULTS_FILE)
     source = str(DEFAULTS_FILE)
     if path is not None:
-        data = _merge(data, _load_yaml(Path(path)))
+        override = _load_yaml(Path(path))
+        unknown = unknown_keys(override, data)
+        if unknown:
+            raise SettingsError(f"{path}: unknown key(s) {', '.join(unknown)}; accepted: the keys of {DEFAULTS_FILE}")
+        data = _merge(data, override)
         source = str(path)
     return Settings(data, source)

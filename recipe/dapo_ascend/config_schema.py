@@ -1,0 +1,212 @@
+"""A typed, range-checked view of every key the recipe and its tools read, checked before Ray.
+
+Why: OmegaConf keeps whatever the command line gave (``data.train_batch_size=8.5`` is a float,
+``optim.lr=fast`` a string, ``rollout.n=0`` an int) and upstream converts or asserts late, inside
+Ray actors, or never (``rollout.n=0`` trains on nothing). Each rule here names a key and what is
+accepted; ``problems(config)`` lists every violation at once, ``check(config, error_cls)`` raises
+one error naming them all. Preflight, ``DRY_RUN=1`` and ``python -m verl.ascend.doctor`` apply
+the same table, so all three accept and refuse the same configs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+ABSENT = object()
+RESUME_MODES = ("auto", "disable", "resume_path")
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str
+    accepted: str  # what the message says is accepted
+    ok: Callable[[Any], bool]
+    optional: bool = True  # None / absent is fine
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v: Any) -> Optional[float]:
+    """``v`` as a finite float (int, float or a numeric string), else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if math.isfinite(float(v)) else None
+    if isinstance(v, str):
+        try:
+            f = float(v)
+        except ValueError:
+            return None
+        return f if math.isfinite(f) else None
+    return None
+
+
+def positive_int(v: Any) -> bool:
+    return _is_int(v) and v >= 1
+
+
+def non_negative_int(v: Any) -> bool:
+    return _is_int(v) and v >= 0
+
+
+def any_int(v: Any) -> bool:
+    return _is_int(v)
+
+
+def positive_number(v: Any) -> bool:
+    n = _number(v)
+    return n is not None and n > 0
+
+
+def non_negative_number(v: Any) -> bool:
+    n = _number(v)
+    return n is not None and n >= 0
+
+
+def probability(v: Any) -> bool:
+    n = _number(v)
+    return n is not None and 0 < n <= 1
+
+
+def boolean(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def file_list(v: Any) -> bool:
+    items = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple, ListConfig)) else None
+    return bool(items) and all(isinstance(i, str) and i.strip() for i in items)
+
+
+def one_of(values: Iterable[str]) -> Callable[[Any], bool]:
+    allowed = tuple(values)
+    return lambda v: isinstance(v, str) and v in allowed
+
+
+def rollout_names() -> list[str]:
+    """Engine names upstream's replica registry knows (plugins such as verl.cpu's ``hf`` included)."""
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    return sorted(RolloutReplicaRegistry._registry)
+
+
+def _rules() -> list[Rule]:
+    ar, actor, rollout = "actor_rollout_ref", "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+    pint, nnint = "an integer >= 1", "an integer >= 0"
+    names = rollout_names()
+    table = [
+        Rule("data.train_files", "a parquet file path or a non-empty list of them", file_list, optional=False),
+        Rule("data.val_files", "a parquet file path or a non-empty list of them", file_list),
+        Rule("data.train_batch_size", pint, positive_int, optional=False),
+        Rule("data.gen_batch_size", pint, positive_int),
+        Rule("data.max_prompt_length", pint, positive_int, optional=False),
+        Rule("data.max_response_length", pint, positive_int, optional=False),
+        Rule("data.dataloader_num_workers", nnint, non_negative_int),
+        Rule("data.seed", "an integer", any_int),
+        Rule("data.skip_bad_rows", "true or false", boolean),
+        Rule(f"{ar}.model.path", "a model folder path", lambda v: isinstance(v, str) and bool(v.strip()), optional=False),
+        Rule(f"{actor}.ppo_mini_batch_size", pint, positive_int, optional=False),
+        Rule(f"{actor}.ppo_micro_batch_size_per_gpu", pint, positive_int),
+        Rule(f"{actor}.ppo_epochs", pint, positive_int),
+        Rule(f"{actor}.optim.lr", "a number > 0 (e.g. 1e-6)", positive_number, optional=False),
+        Rule(f"{actor}.clip_ratio_low", "a number >= 0", non_negative_number),
+        Rule(f"{actor}.clip_ratio_high", "a number >= 0", non_negative_number),
+        Rule(f"{rollout}.name", f"one of {names} (upstream's rollout registry)", one_of(names), optional=False),
+        Rule(f"{rollout}.n", pint, positive_int, optional=False),
+        Rule(f"{rollout}.temperature", "a number > 0", positive_number, optional=False),
+        Rule(f"{rollout}.top_p", "a number in (0, 1]", probability),
+        Rule(f"{rollout}.gpu_memory_utilization", "a number in (0, 1]", probability),
+        Rule(f"{rollout}.tensor_model_parallel_size", pint, positive_int),
+        Rule(f"{rollout}.log_prob_micro_batch_size_per_gpu", pint, positive_int),
+        Rule(f"{rollout}.val_kwargs.temperature", "a number >= 0", non_negative_number),
+        Rule("reward.reward_kwargs.overlong_buffer_cfg.len", nnint, non_negative_int),
+        Rule("reward.reward_kwargs.overlong_buffer_cfg.penalty_factor", "a number >= 0", non_negative_number),
+        Rule("algorithm.filter_groups.max_num_gen_batches", nnint, non_negative_int),
+        Rule("trainer.nnodes", pint, positive_int, optional=False),
+        Rule("trainer.n_gpus_per_node", pint, positive_int, optional=False),
+        Rule("trainer.total_epochs", pint, positive_int),
+        Rule("trainer.total_training_steps", f"{pint} (or null: total_epochs decides)", positive_int),
+        Rule("trainer.save_freq", "an integer (> 0: steps between checkpoints)", any_int, optional=False),
+        Rule("trainer.test_freq", "an integer", any_int),
+        Rule("trainer.max_actor_ckpt_to_keep", pint, positive_int),
+        Rule("trainer.resume_mode", f"one of {list(RESUME_MODES)}", one_of(RESUME_MODES), optional=False),
+        Rule("trainer.experiment_name", "a plain folder name (no '/', not '.' or '..')", safe_name, optional=False),
+        Rule("trainer.default_local_dir", "a folder path", lambda v: isinstance(v, str) and bool(v.strip()), optional=False),
+        Rule("trainer.v1.dapo_ascend.poll_interval_s", "a number > 0 (seconds)", positive_number),
+        Rule("fault_tolerance.rollout_timeout_s", "a number > 0 (seconds)", positive_number),
+        Rule("fault_tolerance.server_ping_timeout_s", "a number > 0 (seconds)", positive_number),
+        Rule("fault_tolerance.allow_no_checkpoints", "true or false", boolean),
+        Rule("fault_tolerance.start_over", "true or false", boolean),
+        Rule("fault_tolerance.check_free_space", "true or false", boolean),
+    ]
+    return table
+
+
+def safe_name(v: Any) -> bool:
+    """An experiment name is a folder *inside* the output folder: one path component."""
+    return (
+        isinstance(v, str)
+        and bool(v.strip())
+        and v not in (".", "..")
+        and os.sep not in v
+        and "/" not in v
+        and "\0" not in v
+    )
+
+
+def value_of(config: DictConfig, key: str) -> Any:
+    """The resolved value at ``key``, ``ABSENT`` if not there; raises ValueError naming the key if
+    an interpolation cannot resolve."""
+    try:
+        value = OmegaConf.select(config, key, default=ABSENT, throw_on_missing=True)
+    except Exception as exc:  # an interpolation to a missing key/env var, a missing value (???)
+        raise ValueError(f"{key}: cannot be resolved ({type(exc).__name__}: {exc})") from exc
+    return value
+
+
+def problems(config: DictConfig) -> list[str]:
+    """Every key of the table whose value is not accepted: ``key=value: accepted is ...``."""
+    found = []
+    for rule in _rules():
+        try:
+            value = value_of(config, rule.key)
+        except ValueError as exc:
+            found.append(str(exc))
+            continue
+        if value is ABSENT or value is None:
+            if not rule.optional:
+                found.append(f"{rule.key} is not set; accepted: {rule.accepted}")
+            continue
+        if not rule.ok(value):
+            found.append(f"{rule.key}={_show(value)}: accepted: {rule.accepted}")
+    return found
+
+
+def _show(value: Any) -> str:
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=False)
+    return repr(value)
+
+
+def check(config: DictConfig, error_cls: type[Exception]) -> None:
+    """Raise ``error_cls`` listing every unacceptable key (one per line)."""
+    found = problems(config)
+    if found:
+        raise error_cls("configuration values out of type or range:\n  " + "\n  ".join(found))
+
+
+def refuse(config: DictConfig, out=None) -> bool:
+    """For the dry run and the doctor's command line: print the problems (stderr); True = refuse."""
+    import sys
+
+    found = problems(config)
+    for line in found:
+        print(f"error: {line}", file=out or sys.stderr, flush=True)
+    return bool(found)
