@@ -64,8 +64,9 @@ MODEL_SPECS = {
         hidden_size=96,
         intermediate_size=256,
         num_hidden_layers=12,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        # Head size 32, the smallest vLLM's CPU attention takes (benchmarks/rollout_tail.py --engine vllm).
+        num_attention_heads=3,
+        num_key_value_heads=1,
         max_position_embeddings=512,
         tie_word_embeddings=False,
     ),
