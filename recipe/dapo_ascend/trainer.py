@@ -65,8 +65,11 @@ class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, RolloutTai
         self._trace_check = TraceCheck.from_config(config)
 
     def _start_rollout_profiling(self) -> None:
-        # Tell the rollout servers which training step they trace (upstream passes nothing, and
+        # Tell verl.cpu's hf servers which training step they trace (upstream passes nothing, and
         # a server only knows the version of its weights, one behind the step being sampled).
+        # Upstream's own servers (vLLM) hand every keyword to their engine: upstream's call.
+        if self.config.actor_rollout_ref.rollout.name != "hf":
+            return super()._start_rollout_profiling()
         for manager in self._rollout_server_managers():
             manager.start_profile(profile_step=self.global_steps)
 

@@ -1,4 +1,6 @@
-"""The rollout-tail policy in real runs: upstream trainer, Ray, HF rollout, the long-tail workload.
+"""The rollout-tail policy in real runs: upstream trainer, Ray, the long-tail workload, on both CPU
+rollout engines (verl.cpu's HF server, and upstream's vLLM server on vLLM's CPU build: there the cut
+goes through vLLM's own abort path and the carried tokens are resubmitted to vLLM).
 
 Carry-over on: the step stops at 4 useful groups (the workload's batch), stragglers are aborted
 and resumed the next step; every prompt group is trained once, filtered, or still in flight at
@@ -9,7 +11,9 @@ groups are dropped and nothing trained was ever resumed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from collections import defaultdict
 
 import pytest
@@ -40,6 +44,19 @@ SERVER_SLOTS = "actor_rollout_ref.rollout.max_num_seqs=16"
 SHORT_CAP = "data.max_response_length=96"
 
 
+# The vLLM run is end to end on vLLM's CPU build, which CI installs (make test).
+VLLM = pytest.param(
+    "vllm",
+    marks=[
+        pytest.mark.e2e,
+        pytest.mark.skipif(
+            importlib.util.find_spec("vllm") is None and not os.environ.get("CI"),
+            reason="vLLM's CPU build not installed (make vllm)",
+        ),
+    ],
+)
+
+
 def _run(tail_dir, out, steps, extra):
     overrides = [
         f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", f"{TAIL}.enable=true", SERVER_SLOTS, SHORT_CAP,
@@ -55,9 +72,10 @@ def _run(tail_dir, out, steps, extra):
     return metrics, ledger
 
 
-@pytest.fixture(scope="module")
-def carried(tail_dir, tmp_path_factory):
-    return _run(tail_dir, tmp_path_factory.mktemp("tail_on"), STEPS, [f"{TAIL}.over_provision=2.0"])
+@pytest.fixture(scope="module", params=["hf", VLLM])
+def carried(tail_dir, tmp_path_factory, request):
+    engine = f"actor_rollout_ref.rollout.name={request.param}"
+    return _run(tail_dir, tmp_path_factory.mktemp("tail_on"), STEPS, [f"{TAIL}.over_provision=2.0", engine])
 
 
 @pytest.fixture(scope="module")

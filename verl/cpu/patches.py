@@ -13,12 +13,15 @@ Patch:
   ``f"cpu:gloo,{device}:{backend}"``, which is ``"cpu:gloo,cpu:gloo"`` on the CPU platform and
   makes ``torch.distributed`` raise "Duplicate device type cpu". On the CPU platform the
   wrapper passes ``backend="cpu:gloo"``; elsewhere it calls the original unchanged.
+
+The hooks into upstream's vLLM rollout (for vLLM's CPU build) live in ``verl.cpu.vllm_hooks``.
 """
 
 from __future__ import annotations
 
 import functools
 
+from verl.cpu import vllm_hooks
 from verl.cpu.post_import import when_imported
 
 ROLLOUT_NAME = "hf"
@@ -78,3 +81,4 @@ def install() -> None:
     when_imported("verl.workers.rollout.base", register_rollout_adapter)
     when_imported("verl.workers.engine.fsdp.transformer_impl", register_fsdp_engines_for_cpu)
     when_imported("verl.utils.distributed", patch_process_group_backend)
+    vllm_hooks.install()

@@ -99,6 +99,13 @@ class PlatformCPU(PlatformBase):
     def ray_noset_envvars(self) -> list[str]:
         return []
 
+    def rollout_env_vars(self) -> dict[str, str]:
+        # vLLM's CPU build (rollout.name=vllm): its engine settings, checked inside vLLM's
+        # processes by verl.cpu.vllm_plugin.
+        from verl.cpu.vllm_plugin import rollout_env
+
+        return {**super().rollout_env_vars(), **rollout_env()}
+
     def is_ipc_supported(self) -> bool:
         return False
 

