@@ -12,9 +12,11 @@ both runs generate exactly one round per step); ``--dapo`` keeps them on. Each s
 into its parts from upstream's timers (``timing_s/*``), the recipe's agent-loop timings (each
 rollout's generation and scoring, from the agent loop's own per-sample metrics) and the wall
 clock of the run (start-up: launch until the first step begins, measured by watching the
-metrics file). The sampling phase minus the slowest rollout is what the replay buffer spent
-waiting for its next poll (upstream polls every 2 s; the recipe every
-``trainer.v1.dapo_ascend.poll_interval_s``).
+metrics file). The sampling phase minus the slowest rollout (generation + scoring) is dispatch,
+queueing in the agent loop, TransferQueue writes, dynamic-sampling refills and the replay
+buffer waiting for its next poll (upstream polls every 2 s, so its sampling phase is never
+shorter; the recipe every ``trainer.v1.dapo_ascend.poll_interval_s``). Step 1 carries one-off
+work outside upstream's timers ("other").
 
 The last line is the steady-state steps/s ratio, recipe over main_ppo (steps 2..N, checkpoint
 time excluded). Usage::
@@ -51,7 +53,7 @@ PARTS = (
     ("sampling phase (gen)", lambda d: d.get("timing_s/gen")),
     ("  agent loop: slowest generation", lambda d: d.get("agent_loop/generate_sequences/max")),
     ("  agent loop: slowest reward", lambda d: d.get("agent_loop/compute_score/max")),
-    ("  replay-buffer wait + refills", lambda d: _buffer_wait(d)),
+    ("  dispatch, queueing, buffer polls", lambda d: _buffer_wait(d)),
     ("reward (colocated)", lambda d: d.get("timing_s/reward")),
     ("log-prob recomputation", lambda d: d.get("timing_s/old_log_prob")),
     ("advantages", lambda d: d.get("timing_s/adv")),
