@@ -9,6 +9,10 @@ Registered with upstream's ``register_trainer`` and selected by
 - ``trainer.v1.dapo_ascend.poll_interval_s`` sets how often the replay buffer checks for
   finished rollouts. Upstream hard-codes 2 s, which rounds every generation round up to a
   multiple of 2 s: noise on a 128-card step, most of the step on a tiny CPU run;
+- per step, where the sampling phase (``timing_s/gen``) went: each rollout's generation and
+  scoring time from the agent loop's own per-sample metrics (``agent_loop/generate_sequences``
+  and ``agent_loop/compute_score``, mean and max); the rest of ``gen`` is the replay buffer
+  waiting for its next poll and dynamic sampling's refill rounds (benchmarks/embedded_default.py);
 - around each profiled step, ``verl.ascend.profiler.check.TraceCheck`` verifies that every
   trace that was asked for is on disk, and says why not (warning, or error under
   ``profile_check.strict``) -- never silently nothing;
@@ -49,6 +53,24 @@ def reward_extra_means(extra_fields: list, mask: np.ndarray | None = None) -> di
             if isinstance(value, (bool, np.bool_, numbers.Number)) or getattr(value, "numel", lambda: 0)() == 1:
                 values.setdefault(key, []).append(float(value))
     return {f"reward_extra/{key}/mean": float(np.mean(v)) for key, v in values.items() if v}
+
+
+AGENT_LOOP_TIMINGS = ("generate_sequences", "compute_score")
+
+
+def agent_loop_timings(sample_metrics: list, mask: np.ndarray | None = None) -> dict[str, float]:
+    """Mean and max over the trained samples of the agent loop's per-sample times (seconds)."""
+    out = {}
+    for name in AGENT_LOOP_TIMINGS:
+        values = [
+            float(m[name])
+            for i, m in enumerate(sample_metrics)
+            if (mask is None or mask[i]) and isinstance(m, dict) and m.get(name) is not None
+        ]
+        if values:
+            out[f"agent_loop/{name}/mean"] = float(np.mean(values))
+            out[f"agent_loop/{name}/max"] = float(np.max(values))
+    return out
 
 
 @register_trainer(TRAINER_NAME)
@@ -94,7 +116,10 @@ class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, RolloutTai
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         mask = np.array([not tag.get("is_padding", False) for tag in batch.tags], dtype=bool)
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields", "metrics"]
+        )
         extra_fields = data.pop("extra_fields").tolist()
         metrics.update(reward_extra_means(extra_fields, mask))
+        metrics.update(agent_loop_timings(data.pop("metrics").tolist(), mask))
         metrics.update(consumption_metrics(extra_fields, mask, global_steps))

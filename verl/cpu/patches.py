@@ -13,6 +13,10 @@ Patch:
   ``f"cpu:gloo,{device}:{backend}"``, which is ``"cpu:gloo,cpu:gloo"`` on the CPU platform and
   makes ``torch.distributed`` raise "Duplicate device type cpu". On the CPU platform the
   wrapper passes ``backend="cpu:gloo"``; elsewhere it calls the original unchanged.
+- ``verl.utils.device.auto_set_device`` (called first by ``main_ppo`` and upstream's other entry
+  points, in the driver, before Ray starts) leaves the config alone when the platform is ``cpu``.
+  On the CPU platform the wrapper then fills in what a CPU run needs
+  (``verl.cpu.config_defaults``), or exits with status 2 naming a setting that cannot work.
 
 The hooks into upstream's vLLM rollout (for vLLM's CPU build) live in ``verl.cpu.vllm_hooks``.
 """
@@ -20,6 +24,7 @@ The hooks into upstream's vLLM rollout (for vLLM's CPU build) live in ``verl.cpu
 from __future__ import annotations
 
 import functools
+import sys
 
 from verl.cpu import vllm_hooks
 from verl.cpu.post_import import when_imported
@@ -75,6 +80,28 @@ def patch_process_group_backend(module) -> None:
     module.initialize_global_process_group_ray = initialize_global_process_group_ray
 
 
+def patch_auto_set_device(module) -> None:
+    original = module.auto_set_device
+    if getattr(original, "__verl_cpu_patched__", False):
+        return
+
+    @functools.wraps(original)
+    def auto_set_device(config) -> None:
+        original(config)
+        if config is None or not _on_cpu():
+            return
+        from verl.cpu import config_defaults
+
+        try:
+            config_defaults.apply(config)
+        except config_defaults.CPUConfigError as exc:
+            print(f"[verl.cpu] error: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from exc
+
+    auto_set_device.__verl_cpu_patched__ = True
+    module.auto_set_device = auto_set_device
+
+
 def install() -> None:
     """Arm every hook; each runs once, when (or if) its target module is imported."""
     when_imported("verl.workers.rollout.replica", register_rollout_replica)
@@ -82,3 +109,4 @@ def install() -> None:
     when_imported("verl.workers.engine.fsdp.transformer_impl", register_fsdp_engines_for_cpu)
     when_imported("verl.utils.distributed", patch_process_group_backend)
     vllm_hooks.install()
+    when_imported("verl.utils.device", patch_auto_set_device)

@@ -230,6 +230,33 @@ PATCHES: tuple[RuntimePatch, ...] = (
         },
     ),
     RuntimePatch(
+        id="cpu_auto_set_device",
+        target="verl.utils.device.auto_set_device, as imported by verl.trainer.main_ppo.main (verl==0.9.1)",
+        why=(
+            "Upstream's defaults assume GPUs (trainer.device=cuda, flash_attention_2, FSDP1, TP=2, a Ray cluster "
+            "sized by the cores, on which TransferQueue's storage actors never get a CPU slot: main_ppo then hangs "
+            "with no error). auto_set_device is the first thing every upstream entry point does with the config, "
+            "in the driver, before validation and Ray; it leaves the config alone on 'cpu'. The wrapper then "
+            "fills in the CPU platform's answers (verl/cpu/config_defaults.py) or exits 2 naming a setting that "
+            "cannot work on a CPU."
+        ),
+        switched_on=(
+            "CPU backend plugin (verl.cpu.patches), armed at every import verl; acts only when the platform's "
+            "device_name is 'cpu'. Every change is logged as '[verl.cpu] <key>: <old> -> <new>'."
+        ),
+        upstream_fix=(
+            "None filed yet: a platform hook (e.g. PlatformBase.update_config(config)) called by auto_set_device, "
+            "through which a platform supplies its config defaults."
+        ),
+        remove_when="upstream platforms can adjust the trainer config themselves.",
+        test="tests/cpu/test_main_ppo_cpu.py",
+        code="verl/cpu/patches.py::patch_auto_set_device, verl/cpu/config_defaults.py",
+        fingerprints={
+            "verl.utils.device:auto_set_device": "031feb0fd9353899",
+            "verl.trainer.main_ppo:main": "eb706c4f6622ed04",
+        },
+    ),
+    RuntimePatch(
         id="file_logger_append",
         target="verl.utils.tracking.FileLogger.__init__ (verl==0.9.1)",
         why=(

@@ -1,0 +1,130 @@
+"""Upstream's own entry point on a CPU-only machine, with user-level overrides only.
+
+``python -m verl.trainer.main_ppo`` must train (model, data, reward function, rollout engine,
+batch sizes and steps are all the user says), and a setting that cannot work on a CPU must stop
+the run at once with the key named, not hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+STEPS = 2
+
+
+def user_overrides(tiny_dir) -> list[str]:
+    """What a user writes for custom data on any machine: nothing CPU-specific."""
+    return [
+        f"data.train_files={tiny_dir}/data/train.parquet",
+        f"data.val_files={tiny_dir}/data/val.parquet",
+        "data.max_prompt_length=8",
+        "data.max_response_length=8",
+        "data.train_batch_size=4",
+        f"actor_rollout_ref.model.path={tiny_dir}/model",
+        "actor_rollout_ref.rollout.name=hf",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+        "algorithm.adv_estimator=grpo",
+        "reward.custom_reward_function.path=pkg://recipe.dapo_ascend.tiny.task",
+        "trainer.n_gpus_per_node=1",
+        f"trainer.total_training_steps={STEPS}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        "trainer.logger=[file]",
+    ]
+
+
+def main_ppo(overrides: list[str], metrics, timeout: int):
+    env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics), "PYTHONUNBUFFERED": "1"}
+    env.pop("OMP_NUM_THREADS", None)  # the CPU platform's default is what is under test
+    return subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *overrides],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def two_steps(tiny_dir, tmp_path_factory):
+    metrics = tmp_path_factory.mktemp("main_ppo") / "metrics.jsonl"
+    result = main_ppo(user_overrides(tiny_dir), metrics, timeout=1200)
+    assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
+    return result, [json.loads(line) for line in metrics.read_text().splitlines()]
+
+
+def test_upstream_main_ppo_trains_two_steps_on_cpu(two_steps):
+    _, records = two_steps
+    steps = [r for r in records if "timing_s/step" in r["data"]]
+    assert [r["step"] for r in steps] == list(range(1, STEPS + 1))
+    for record in steps:
+        data = record["data"]
+        assert data["timing_s/update_actor"] > 0 and data["perf/total_num_tokens"] > 0  # the actor trained
+        assert 0.0 <= data["critic/score/mean"] <= 1.0  # the custom reward function scored
+        assert 1 <= data["response_length/max"] <= 8
+        # The hf server's log-probs agree with the actor's recomputation: sdpa, fp32 on both sides.
+        assert data["training/rollout_probs_diff_max"] < 1e-2
+
+
+def test_cpu_platform_says_what_it_supplied(two_steps):
+    result, _ = two_steps
+    log = result.stdout + result.stderr
+    for line in (
+        "trainer.device: cuda -> cpu",
+        "actor_rollout_ref.model.override_config.attn_implementation: (upstream default flash_attention_2) -> sdpa",
+        "actor_rollout_ref.actor.strategy: fsdp -> fsdp2",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size: 2 -> 1",
+        "ray_kwargs.ray_init.num_gpus: unset -> 1",
+        "ray_kwargs.ray_init.num_cpus: unset -> 13",
+    ):
+        assert f"[verl.cpu] {line}" in log
+
+
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ("ray_kwargs.ray_init.num_cpus=2", "ray_kwargs.ray_init.num_cpus=2 is too small"),
+        ("+actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2",
+         "actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2 needs a CUDA GPU"),
+    ],
+)
+def test_a_setting_that_cannot_work_fails_at_once(tiny_dir, tmp_path, override, named):
+    """Before Ray starts: exit 2 with the key named (num_cpus=2 used to hang with no error)."""
+    result = main_ppo([*user_overrides(tiny_dir), override], tmp_path / "metrics.jsonl", timeout=300)
+    assert result.returncode == 2, (result.stdout[-2000:], result.stderr[-2000:])
+    assert f"[verl.cpu] error: {named}" in result.stderr
+    assert "ray init kwargs" not in result.stdout  # failed before upstream started Ray
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_defaults_fill_only_what_is_unset():
+    """An explicit user choice that works on a CPU is kept; only upstream's GPU defaults change."""
+    from hydra import compose, initialize_config_module
+
+    from verl.cpu import config_defaults
+
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        config = compose(
+            "ppo_trainer",
+            overrides=[
+                "+actor_rollout_ref.model.override_config.attn_implementation=eager",
+                "ray_kwargs.ray_init.num_cpus=40",
+                "transfer_queue.backend.SimpleStorage.num_data_storage_units=2",
+                "trainer.n_gpus_per_node=2",
+            ],
+        )
+    config_defaults.apply(config)
+    assert config.actor_rollout_ref.model.override_config.attn_implementation == "eager"
+    assert config.ray_kwargs.ray_init.num_cpus == 40
+    assert config.ray_kwargs.ray_init.num_gpus == 2
+    assert config.actor_rollout_ref.ref.strategy == "fsdp2"  # follows the actor's by interpolation
+    # 3 slots x 2 ranks + TransferQueue controller + 2 storage units + 1 to schedule with.
+    assert config_defaults.cpu_slots_needed(config, ranks=2) == 10

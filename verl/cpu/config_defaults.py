@@ -1,0 +1,144 @@
+"""What a CPU-only machine needs in a trainer config, supplied before the run starts.
+
+Upstream's defaults assume GPUs: ``trainer.device=cuda``, FlashAttention-2, FSDP1 (which pins
+modules to ``device_id``), and a Ray cluster sized by the machine's cores, on which
+TransferQueue's storage actors and the training placement groups (3 CPU slots per rank) never
+fit on a 2-core laptop -- the run then waits forever with no error. The CPU platform answers
+these here, called by the ``cpu_auto_set_device`` hook (patch index) right after upstream's
+``auto_set_device``, so ``python -m verl.trainer.main_ppo`` and every other upstream entry point
+run with user-level overrides only. A value the user chose that cannot work on a CPU fails at
+once with :class:`CPUConfigError`, naming the key and what would be accepted.
+
+Only keys that exist in the config are touched: the same call serves SFT configs, which have
+no ``actor_rollout_ref`` or ``ray_kwargs``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+logger = logging.getLogger(__name__)
+
+FLASH_ATTENTION = ("flash_attention_2", "flash_attention_3")
+ATTENTION_KEYS = ("actor_rollout_ref.model.override_config", "critic.model.override_config")
+# FSDP1 passes device_id=<accelerator index> to FullyShardedDataParallel: refused on a CPU.
+STRATEGY_KEYS = ("actor_rollout_ref.actor.strategy", "actor_rollout_ref.ref.strategy", "critic.strategy")
+# Each training rank's placement-group bundle holds this many CPU slots (upstream's FSDP pools).
+CPU_SLOTS_PER_RANK = 3
+
+
+class CPUConfigError(ValueError):
+    """A setting that cannot work on a CPU-only machine (the message names the key)."""
+
+
+def apply(config: DictConfig) -> list[str]:
+    """Fill in what a CPU run needs; return one line per change (also logged)."""
+    changes: list[str] = []
+    with open_dict(config):
+        if OmegaConf.select(config, "trainer.device") not in (None, "cpu"):
+            changes.append(f"trainer.device: {config.trainer.device} -> cpu")
+            config.trainer.device = "cpu"
+        changes += _attention(config)
+        changes += _strategy(config)
+        changes += _hf_rollout_parallelism(config)
+        changes += _ray_slots(config)
+    for line in changes:
+        logger.warning("[verl.cpu] %s", line)
+    return changes
+
+
+def _attention(config: DictConfig) -> list[str]:
+    changes = []
+    for key in ATTENTION_KEYS:
+        override = OmegaConf.select(config, key)
+        if override is None:
+            continue
+        chosen = override.get("attn_implementation")
+        if chosen in FLASH_ATTENTION:
+            raise CPUConfigError(
+                f"{key}.attn_implementation={chosen} needs a CUDA GPU; on a CPU use sdpa or eager "
+                f"(or leave it unset: the CPU platform picks sdpa)"
+            )
+        if chosen is None:
+            override["attn_implementation"] = "sdpa"
+            changes.append(f"{key}.attn_implementation: (upstream default flash_attention_2) -> sdpa")
+    return changes
+
+
+def _strategy(config: DictConfig) -> list[str]:
+    changes = []
+    for key in STRATEGY_KEYS:
+        if OmegaConf.select(config, key) == "fsdp" and not _is_interpolation(config, key):
+            parent, leaf = key.rsplit(".", 1)
+            OmegaConf.select(config, parent)[leaf] = "fsdp2"
+            changes.append(f"{key}: fsdp -> fsdp2 (FSDP1 pins modules to an accelerator index)")
+    return changes
+
+
+def _hf_rollout_parallelism(config: DictConfig) -> list[str]:
+    """The ``hf`` rollout server is one process per replica; upstream's default is TP=2."""
+    rollout = OmegaConf.select(config, "actor_rollout_ref.rollout")
+    if rollout is None or rollout.get("name") != "hf" or rollout.get("tensor_model_parallel_size") in (None, 1):
+        return []
+    tp = rollout.tensor_model_parallel_size
+    rollout.tensor_model_parallel_size = 1
+    return [f"actor_rollout_ref.rollout.tensor_model_parallel_size: {tp} -> 1 (the hf rollout server is one process)"]
+
+
+def _is_interpolation(config: DictConfig, key: str) -> bool:
+    parent, leaf = key.rsplit(".", 1)
+    return OmegaConf.is_interpolation(OmegaConf.select(config, parent), leaf)
+
+
+def _ray_slots(config: DictConfig) -> list[str]:
+    """Logical Ray slots for a driver-local cluster: one ``GPU`` per rank, enough ``CPU`` tokens."""
+    ray_init = OmegaConf.select(config, "ray_kwargs.ray_init")
+    if ray_init is None or _connects_to_cluster(ray_init):
+        return []  # an existing cluster: its nodes declared their slots at `ray start`
+    ranks = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
+    needed = cpu_slots_needed(config, ranks)
+    changes = _worker_threads(ray_init)
+    if ray_init.get("num_gpus") is None:
+        ray_init["num_gpus"] = ranks
+        changes.append(f"ray_kwargs.ray_init.num_gpus: unset -> {ranks} (logical slots, one per training rank)")
+    if ray_init.get("num_cpus") is None:
+        ray_init["num_cpus"] = max(needed, os.cpu_count() or 1)
+        changes.append(
+            f"ray_kwargs.ray_init.num_cpus: unset -> {ray_init['num_cpus']} (logical slots: "
+            f"{CPU_SLOTS_PER_RANK} per training rank, TransferQueue's actors, one to schedule with)"
+        )
+    elif int(ray_init["num_cpus"]) < needed:
+        raise CPUConfigError(
+            f"ray_kwargs.ray_init.num_cpus={ray_init['num_cpus']} is too small: this run holds {needed} logical "
+            f"CPU slots at once ({CPU_SLOTS_PER_RANK} per training rank x {ranks}, TransferQueue's controller and "
+            f"storage units, one to schedule with) and would wait forever; set it to at least {needed} "
+            f"(they are scheduling tokens, not cores) or leave it unset"
+        )
+    return changes
+
+
+def _worker_threads(ray_init) -> list[str]:
+    """One intra-op thread per worker: a dozen processes share the cores, and torch's spinning
+    thread pools make small matmuls far slower under that contention."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return []  # Ray passes the driver's value on to its workers
+    runtime_env = ray_init.get("runtime_env") or {}
+    env_vars = runtime_env.get("env_vars") or {}
+    if "OMP_NUM_THREADS" in env_vars:
+        return []
+    ray_init["runtime_env"] = {**runtime_env, "env_vars": {**env_vars, "OMP_NUM_THREADS": "1"}}
+    return ["ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS: unset -> 1 (processes share the cores)"]
+
+
+def cpu_slots_needed(config: DictConfig, ranks: int) -> int:
+    """CPU slots held at once: placement-group bundles, TransferQueue actors (num_cpus=1 each), +1."""
+    storage_units = OmegaConf.select(config, "transfer_queue.backend.SimpleStorage.num_data_storage_units", default=0)
+    return CPU_SLOTS_PER_RANK * ranks + 1 + int(storage_units or 0) + 1
+
+
+def _connects_to_cluster(ray_init) -> bool:
+    address = ray_init.get("address") or os.environ.get("RAY_ADDRESS")
+    return address not in (None, "", "local")
