@@ -292,3 +292,12 @@ def test_script_dry_run_with_a_declared_newer_vllm_ascend_picks_aiv(tmp_path):
 def test_script_rejects_bad_environment_before_python(tmp_path):
     run = _script(tmp_path, env={"NNODES": "sixteen", "PYTHON": "/nonexistent/python"})
     assert run.returncode == 2 and "NNODES='sixteen' must be a positive integer" in run.stderr
+
+
+def test_preflight_builds_upstream_config_objects_before_ray():
+    """The launch path (not only the dry run) fails in the driver with upstream's own message."""
+    from recipe.dapo_ascend.preflight import PreflightError, check_upstream_objects
+
+    check_upstream_objects(compose("dapo_qwen25_32b_npu"))
+    with pytest.raises(PreflightError, match="Rollout mode 'sync' has been removed"):
+        check_upstream_objects(compose("dapo_qwen25_32b_npu", ["actor_rollout_ref.rollout.mode=sync"]))
