@@ -19,7 +19,7 @@ ACC = "reward_extra/acc/mean"
 PANELS = (
     # (title, [(metric, label)])
     ("reward", [("critic/score/mean", "score (acc + overlong penalty)"), ("reward_extra/overlong_reward/mean", "overlong penalty")]),
-    ("accuracy", [(ACC, "accuracy"), ("training/filter_groups/evicted_samples", "groups evicted by dynamic sampling")]),
+    ("accuracy", [(ACC, "accuracy"), ("training/filter_groups/evicted_samples", "samples evicted by dynamic sampling")]),
     ("response length (tokens)", [("response_length/mean", "mean"), ("response_length/max", "max")]),
 )
 
