@@ -126,8 +126,8 @@ def check_destination(config: DictConfig, run_dir: str, error_cls) -> None:
         if free < need:
             raise error_cls(
                 f"trainer.default_local_dir={ckpt_root!r}: {free / 2**30:.2f} GiB free in {folder!r}, one checkpoint of "
-                f"this model needs about {need / 2**30:.2f} GiB ({trainer.save_freq=} steps would be lost at the first "
-                "save). Accepted: a folder with room for one checkpoint (or fault_tolerance.check_free_space=false)"
+                f"this model needs about {need / 2**30:.2f} GiB: the first save, after trainer.save_freq={trainer.save_freq} "
+                "steps, would fail. Accepted: a folder with room for one checkpoint (or fault_tolerance.check_free_space=false)"
             )
 
 

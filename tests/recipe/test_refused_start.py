@@ -59,7 +59,21 @@ def test_bad_value_is_refused_before_ray(tiny_dir, tmp_path, overrides, needles)
     r = run_recipe(overrides, tiny_dir, tmp_path / "out")
     _assert_refused_cleanly(r, *needles)
     assert not (tmp_path / "out").exists()  # a refused start writes nothing
-    assert not (REPO / "outputs").exists() and not (tmp_path / "outputs").exists()  # nor Hydra's run folder
+
+
+def test_refused_start_writes_no_hydra_folder(tiny_dir, tmp_path):
+    """Run from an empty working directory: Hydra's ./outputs/<date>/<time>/ must not appear."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "VERL_ASCEND_TINY_DIR": str(tiny_dir), "VERL_ASCEND_OUTPUT_DIR": str(tmp_path / "out"),
+           "PYTHONPATH": str(REPO)}
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    r = subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "trainer.save_freq=0"],
+                       cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    _assert_refused_cleanly(r, "trainer.save_freq=0")
+    assert list(cwd.iterdir()) == [] and not (tmp_path / "out").exists()
 
 
 def test_dry_run_and_doctor_apply_the_same_view(tiny_dir, tmp_path):
