@@ -13,10 +13,12 @@ Patch:
   ``f"cpu:gloo,{device}:{backend}"``, which is ``"cpu:gloo,cpu:gloo"`` on the CPU platform and
   makes ``torch.distributed`` raise "Duplicate device type cpu". On the CPU platform the
   wrapper passes ``backend="cpu:gloo"``; elsewhere it calls the original unchanged.
-- ``verl.utils.device.auto_set_device`` (called first by ``main_ppo`` and upstream's other entry
-  points, in the driver, before Ray starts) leaves the config alone when the platform is ``cpu``.
-  On the CPU platform the wrapper then fills in what a CPU run needs
-  (``verl.cpu.config_defaults``), or exits with status 2 naming a setting that cannot work.
+- ``verl.utils.device.auto_set_device`` (what ``python -m verl.trainer.main_ppo`` calls first, in
+  the driver, before validation and Ray) leaves the config alone when the platform is ``cpu``.
+  On the CPU platform the wrapper then fills in what a CPU run needs (``verl.cpu.config_defaults``),
+  or exits with status 2 naming a setting that cannot work. Installed only in the driver of
+  upstream's entry point (``__main__`` is ``verl.trainer.main_ppo``): Ray workers and the recipe,
+  whose configs say all of this themselves, keep upstream's function.
 
 The hooks into upstream's vLLM rollout (for vLLM's CPU build) live in ``verl.cpu.vllm_hooks``.
 """
@@ -109,4 +111,17 @@ def install() -> None:
     when_imported("verl.workers.engine.fsdp.transformer_impl", register_fsdp_engines_for_cpu)
     when_imported("verl.utils.distributed", patch_process_group_backend)
     vllm_hooks.install()
-    when_imported("verl.utils.device", patch_auto_set_device)
+    if _main_module() in ENTRY_POINTS:
+        when_imported("verl.utils.device", patch_auto_set_device)
+
+
+ENTRY_POINTS = ("verl.trainer.main_ppo",)
+
+
+def _main_module() -> str | None:
+    """NAME of ``python -m NAME`` (``None`` for scripts, pytest, Ray workers' own mains).
+
+    Read from the original command line: plugins load while runpy imports NAME's parent
+    package, before ``__main__`` becomes NAME."""
+    argv = list(getattr(sys, "orig_argv", []))
+    return argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None

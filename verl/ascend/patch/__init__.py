@@ -231,12 +231,13 @@ PATCHES: tuple[RuntimePatch, ...] = (
     ),
     RuntimePatch(
         id="cpu_auto_set_device",
-        target="verl.utils.device.auto_set_device, as imported by verl.trainer.main_ppo.main (verl==0.9.1)",
+        target="verl.utils.device.auto_set_device, in the driver of python -m verl.trainer.main_ppo only (verl==0.9.1)",
         why=(
             "Upstream's defaults assume GPUs (trainer.device=cuda, flash_attention_2, FSDP1, TP=2, a Ray cluster "
             "sized by the cores, on which TransferQueue's storage actors never get a CPU slot: main_ppo then hangs "
             "with no error). auto_set_device is the first thing every upstream entry point does with the config, "
-            "in the driver, before validation and Ray; it leaves the config alone on 'cpu'. The wrapper then "
+            "in the driver, before validation and Ray; it leaves the config alone on 'cpu'. The wrapper (installed "
+            "only where __main__ is verl.trainer.main_ppo) then "
             "fills in the CPU platform's answers (verl/cpu/config_defaults.py) or exits 2 naming a setting that "
             "cannot work on a CPU."
         ),
