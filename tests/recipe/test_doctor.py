@@ -315,8 +315,9 @@ def test_dynamic_sampling_knobs_that_act(npu):
 def test_rollout_tail_policy_rules(npu):
     tail = "trainer.v1.dapo_ascend.rollout_tail"
     assert not {"rollout_tail_ignored", "rollout_tail_off_policy_uncorrected"} & set(rules(npu))  # off by default
-    on = variant(npu, {f"{tail}.enable": True})
+    on = variant(npu, {f"{tail}.enable": True, f"{tail}.carry_over": True})
     assert "rollout_tail_off_policy_uncorrected" in rules(on, severity="warn")
+    assert "rollout_tail_off_policy_uncorrected" not in rules(variant(npu, {f"{tail}.enable": True}))  # default
     corrected = variant(on, {"algorithm.rollout_correction.rollout_is": "token"})
     assert "rollout_tail_off_policy_uncorrected" not in rules(corrected)
     assert "rollout_tail_off_policy_uncorrected" not in rules(variant(on, {f"{tail}.carry_over": False}))

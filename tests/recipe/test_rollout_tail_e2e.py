@@ -75,12 +75,13 @@ def _run(tail_dir, out, steps, extra):
 @pytest.fixture(scope="module", params=["hf", VLLM])
 def carried(tail_dir, tmp_path_factory, request):
     engine = f"actor_rollout_ref.rollout.name={request.param}"
-    return _run(tail_dir, tmp_path_factory.mktemp("tail_on"), STEPS, [f"{TAIL}.over_provision=2.0", engine])
+    extra = [f"{TAIL}.over_provision=2.0", f"{TAIL}.carry_over=true", engine]
+    return _run(tail_dir, tmp_path_factory.mktemp("tail_on"), STEPS, extra)
 
 
 @pytest.fixture(scope="module")
 def dropped(tail_dir, tmp_path_factory):
-    return _run(tail_dir, tmp_path_factory.mktemp("tail_drop"), 3, [f"{TAIL}.carry_over=false"])
+    return _run(tail_dir, tmp_path_factory.mktemp("tail_drop"), 3, [])  # the default: carry_over=false
 
 
 def _fates(ledger):

@@ -21,8 +21,9 @@ class TailPolicy:
     # Groups kept in flight = ceil(over_provision * groups still needed / expected useful
     # fraction); >= 1. The useful fraction (groups surviving dynamic sampling) is estimated.
     over_provision: float = 1.25
-    # Re-submit aborted responses from their tokens in the next step (else discard them).
-    carry_over: bool = True
+    # Re-submit aborted responses from their tokens in the next step (else discard them). Off by
+    # default, as measured: with it the policy was slower than off on the benchmark (rollout_tail.md).
+    carry_over: bool = False
     # Keep complete groups beyond the batch for the next step instead of discarding them (as
     # upstream does): no generated group is wasted, but those groups are entirely off-policy.
     keep_surplus: bool = False
