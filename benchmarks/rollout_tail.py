@@ -57,7 +57,7 @@ def run(name: str, overrides: list[str], steps: int, out: Path, env: dict) -> li
     env = {**env, "VERL_ASCEND_OUTPUT_DIR": str(run_out)}
     cmd = [
         sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", CONFIG,
-        f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", *overrides,
+        f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", "fault_tolerance.allow_no_checkpoints=true", *overrides,
     ]
     print(f"== {name}: {' '.join(cmd[3:])}", flush=True)
     started = time.perf_counter()

@@ -59,7 +59,7 @@ VLLM = pytest.param(
 
 def _run(tail_dir, out, steps, extra):
     overrides = [
-        f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", f"{TAIL}.enable=true", SERVER_SLOTS, SHORT_CAP,
+        f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", "fault_tolerance.allow_no_checkpoints=true", f"{TAIL}.enable=true", SERVER_SLOTS, SHORT_CAP,
         *extra
     ]
     result = run_recipe(overrides, tail_dir, out, timeout=1200, config="dapo_tail_cpu",
