@@ -278,6 +278,21 @@ PATCHES: tuple[RuntimePatch, ...] = (
             "verl.utils.tracking:Tracking.__init__": "4204c811913b2f4c",
         },
     ),
+    RuntimePatch(
+        id="recipe_rollout_engine_names",
+        target="verl.workers.rollout.replica.RolloutReplicaRegistry._registry (verl==0.9.1), read only",
+        why=(
+            "The typed config view refuses an unknown actor_rollout_ref.rollout.name before Ray starts, naming the "
+            "engines that would be accepted; upstream lists them only in this private dict (its get() raises "
+            "inside a Ray actor, after start-up)."
+        ),
+        switched_on="recipe preflight, DRY_RUN and the doctor (recipe/dapo_ascend/config_schema.py::rollout_names).",
+        upstream_fix="None filed yet: a public RolloutReplicaRegistry.names() classmethod.",
+        remove_when="upstream exposes the registered rollout names publicly.",
+        test="tests/recipe/test_refused_start.py::test_rollout_engine_names_are_read_from_upstreams_registry",
+        code="recipe/dapo_ascend/config_schema.py::rollout_names",
+        fingerprints={"verl.workers.rollout.replica:RolloutReplicaRegistry": "3f6c8ceeaee4b6b2"},
+    ),
 )
 
 PATCHES_BY_ID = {p.id: p for p in PATCHES}
