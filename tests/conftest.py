@@ -20,6 +20,16 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 
 def pytest_configure(config):
-    # Registered only: `make test` selects by path, so marking a test e2e changes nothing it runs;
-    # `-m "not e2e"` leaves out the end-to-end runs.
-    config.addinivalue_line("markers", "e2e: an end-to-end training run (minutes); `-m 'not e2e'` skips it")
+    # `make test` runs `-m "not e2e"`, `make test-e2e` runs `-m e2e`; tests/launch.py fails any
+    # unmarked test that launches the recipe or starts Ray.
+    config.addinivalue_line(
+        "markers", "e2e: launches the recipe, upstream's main_ppo, a run script or a Ray cluster (minutes)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Tell tests/launch.py whether the test about to run (fixtures included) may launch."""
+    from tests.launch import E2E_ENV
+
+    os.environ[E2E_ENV] = "1" if item.get_closest_marker("e2e") else "0"

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.launch import require_e2e
 
 STEPS = 2
 
@@ -45,6 +46,7 @@ def user_overrides(tiny_dir) -> list[str]:
 
 
 def main_ppo(overrides: list[str], metrics, timeout: int):
+    require_e2e("upstream's main_ppo")
     env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(metrics), "PYTHONUNBUFFERED": "1"}
     env.pop("OMP_NUM_THREADS", None)  # the CPU platform's default is what is under test
     return subprocess.run(
@@ -61,6 +63,7 @@ def two_steps(tiny_dir, tmp_path_factory):
     return result, [json.loads(line) for line in metrics.read_text().splitlines()]
 
 
+@pytest.mark.e2e
 def test_upstream_main_ppo_trains_two_steps_on_cpu(two_steps):
     _, records = two_steps
     steps = [r for r in records if "timing_s/step" in r["data"]]
@@ -74,6 +77,7 @@ def test_upstream_main_ppo_trains_two_steps_on_cpu(two_steps):
         assert data["training/rollout_probs_diff_max"] < 1e-2
 
 
+@pytest.mark.e2e
 def test_cpu_platform_says_what_it_supplied(two_steps):
     result, _ = two_steps
     log = result.stdout + result.stderr
@@ -96,6 +100,7 @@ def test_cpu_platform_says_what_it_supplied(two_steps):
          "actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2 needs a CUDA GPU"),
     ],
 )
+@pytest.mark.e2e
 def test_a_setting_that_cannot_work_fails_at_once(tiny_dir, tmp_path, override, named):
     """Before Ray starts: exit 2 with the key named (num_cpus=2 used to hang with no error)."""
     result = main_ppo([*user_overrides(tiny_dir), override], tmp_path / "metrics.jsonl", timeout=300)

@@ -19,7 +19,10 @@ import pytest
 
 from recipe.dapo_ascend import resume
 from recipe.dapo_ascend.watchdog import RolloutServerDiedError, RolloutStalledError, RolloutWatchdog
+from tests.launch import start_local_ray
 from tests.recipe.fault_helpers import RecipeRun, read_json, recipe_env, session_processes
+
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 
 
 # ----------------------------------------------------------------------------- toy cluster
@@ -27,7 +30,7 @@ from tests.recipe.fault_helpers import RecipeRun, read_json, recipe_env, session
 def ray_local():
     import ray
 
-    ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    start_local_ray(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False)
     try:
         yield ray
     finally:

@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.launch import require_e2e
+
 from verl.ascend.profiler.report import build_report
+
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -43,6 +47,7 @@ PROBS_DIFF_TOLERANCE = 1e-4
 
 @pytest.fixture(scope="module")
 def run(tiny_dir, tmp_path_factory):
+    require_e2e("examples/dapo_tiny_cpu.sh")
     out = tmp_path_factory.mktemp("vllm_e2e")
     probes = out / "probes"
     probes.mkdir()

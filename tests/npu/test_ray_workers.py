@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from tests.launch import start_local_ray
 from verl.ascend import emulator
 from verl.ascend.env import compose_config
 from verl.ascend.env_profile import PROFILE_ENV, apply_to_config
+
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 
 HERE = Path(__file__).resolve().parent
 OVERRIDES = [
@@ -56,7 +59,7 @@ def cluster():
         OmegaConf.merge(get_ppo_ray_runtime_env(config), config.ray_kwargs.ray_init.runtime_env)
     )
     runtime_env["env_vars"]["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, resources={"NPU": 2}, include_dashboard=False, runtime_env=runtime_env, log_to_driver=False)
+    start_local_ray(num_cpus=2, resources={"NPU": 2}, include_dashboard=False, runtime_env=runtime_env, log_to_driver=False)
     try:
         yield profile
     finally:

@@ -13,10 +13,15 @@ import subprocess
 import pytest
 from conftest import REPO
 
+from tests.launch import require_e2e
+
 from verl.ascend.profiler.report import build_report
+
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 
 
 def test_tiny_run_profile_cpu_and_report(tmp_path):
+    require_e2e("examples/dapo_tiny_cpu.sh")
     out = tmp_path / "outputs"
     env = dict(os.environ, VERL_ASCEND_OUTPUT_DIR=str(out))
     env.pop("VERL_FILE_LOGGER_PATH", None)

@@ -19,6 +19,7 @@ from typing import Callable, Optional
 
 import psutil
 
+from tests.launch import require_e2e
 from tests.recipe.helpers import REPO
 
 
@@ -50,6 +51,7 @@ class RecipeRun:
     """One ``python -m recipe.dapo_ascend.main_dapo`` run, output to ``log_path``."""
 
     def __init__(self, overrides: list[str], env: dict, log_path: Path, config_name: str = "dapo_tiny_cpu"):
+        require_e2e("the recipe's entry point")
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(

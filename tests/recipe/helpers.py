@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.launch import require_e2e
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -18,6 +20,7 @@ def run_recipe(
     env: dict | None = None,
     config: str = "dapo_tiny_cpu",
 ):
+    require_e2e("the recipe's entry point")
     full_env = {
         **os.environ,
         "VERL_ASCEND_TINY_DIR": str(tiny_dir),

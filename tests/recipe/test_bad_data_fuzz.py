@@ -212,6 +212,7 @@ def test_overlong_rows_allowed_when_upstream_filters_them(base_config, good_tabl
     assert re.search(r"1 of 40 rows of .* are over data.max_prompt_length=8 tokens and will be dropped by upstream", out), out
 
 
+@pytest.mark.e2e
 def test_entry_point_refuses_with_status_2_and_writes_nothing(tiny_dir, good_table, tmp_path):
     path = tmp_path / "bad.parquet"
     pq.write_table(_non_utf8_prompt(good_table, 17), path)

@@ -7,6 +7,8 @@ import pytest
 
 from tests.recipe.helpers import run_recipe
 
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
+
 
 def _assert_refused(result, *needles, out_dir):
     assert result.returncode != 0, result.stdout[-2000:]

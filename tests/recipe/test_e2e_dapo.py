@@ -8,6 +8,8 @@ import pytest
 
 from tests.recipe.helpers import run_recipe
 
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
+
 STEPS = 3
 
 

@@ -14,6 +14,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from recipe.dapo_ascend import dry_run
+from tests.launch import require_e2e
 from recipe.dapo_ascend.config_utils import CONFIG_DIR, ConfigError, compose
 from verl.ascend.doctor.rules_schema import unknown_keys, upstream_reference
 
@@ -258,6 +259,7 @@ def test_dry_run_shows_overrides_and_refuses_conflicts():
 
 
 def _script(tmp_path, *args, env=None):
+    require_e2e("examples/dapo_qwen25_32b_npu.sh")
     environ = {k: v for k, v in os.environ.items() if k not in PROFILE_VARS}
     environ.update({"DRY_RUN": "1", "PYTHON": os.environ.get("PYTHON_FOR_TESTS", "python"), "HOME": str(tmp_path)})
     environ.update(env or {})
@@ -266,6 +268,7 @@ def _script(tmp_path, *args, env=None):
     )
 
 
+@pytest.mark.e2e
 def test_script_dry_run_passes_overrides_through(tmp_path):
     run = _script(tmp_path, "data.max_response_length=16384", env={"NNODES": "16", "MODEL_PATH": "/models/q32"})
     assert run.returncode == 0, run.stderr[-2000:]
@@ -280,6 +283,7 @@ def test_script_dry_run_passes_overrides_through(tmp_path):
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
 
 
+@pytest.mark.e2e
 def test_script_dry_run_with_a_declared_newer_vllm_ascend_picks_aiv(tmp_path):
     """The target stack declared without installing it: mc2 is gone in 0.25.1rc1, AIV takes over."""
     run = _script(tmp_path, env={"VERL_ASCEND_TARGET_VLLM_ASCEND": "0.25.1rc1"})
@@ -289,6 +293,7 @@ def test_script_dry_run_with_a_declared_newer_vllm_ascend_picks_aiv(tmp_path):
     assert "enable_matmul_allreduce: true" not in run.stdout
 
 
+@pytest.mark.e2e
 def test_script_rejects_bad_environment_before_python(tmp_path):
     run = _script(tmp_path, env={"NNODES": "sixteen", "PYTHON": "/nonexistent/python"})
     assert run.returncode == 2 and "NNODES='sixteen' must be a positive integer" in run.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.launch import require_e2e
 from tests.recipe.helpers import REPO, run_recipe
 
 
@@ -55,12 +56,14 @@ CONFIG_CASES = [
 
 
 @pytest.mark.parametrize("overrides, needles", CONFIG_CASES, ids=[" ".join(c[0]) for c in CONFIG_CASES])
+@pytest.mark.e2e
 def test_bad_value_is_refused_before_ray(tiny_dir, tmp_path, overrides, needles):
     r = run_recipe(overrides, tiny_dir, tmp_path / "out")
     _assert_refused_cleanly(r, *needles)
     assert not (tmp_path / "out").exists()  # a refused start writes nothing
 
 
+@pytest.mark.e2e
 def test_refused_start_writes_no_hydra_folder(tiny_dir, tmp_path):
     """Run from an empty working directory: Hydra's ./outputs/<date>/<time>/ must not appear."""
     import subprocess
@@ -70,12 +73,14 @@ def test_refused_start_writes_no_hydra_folder(tiny_dir, tmp_path):
            "PYTHONPATH": str(REPO)}
     cwd = tmp_path / "cwd"
     cwd.mkdir()
+    require_e2e("the recipe's entry point")
     r = subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "trainer.save_freq=0"],
                        cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     _assert_refused_cleanly(r, "trainer.save_freq=0")
     assert list(cwd.iterdir()) == [] and not (tmp_path / "out").exists()
 
 
+@pytest.mark.e2e
 def test_dry_run_and_doctor_apply_the_same_view(tiny_dir, tmp_path):
     """``DRY_RUN=1`` and ``python -m verl.ascend.doctor --strict`` refuse what preflight refuses."""
     import subprocess
@@ -128,6 +133,7 @@ MODEL_CASES = [
 
 
 @pytest.mark.parametrize("damage, needles", MODEL_CASES, ids=[c[0].__name__ for c in MODEL_CASES])
+@pytest.mark.e2e
 def test_bad_model_folder_is_refused(tiny_dir, tmp_path, damage, needles):
     model = _model_copy(tiny_dir, tmp_path)
     damage(model)
@@ -135,11 +141,13 @@ def test_bad_model_folder_is_refused(tiny_dir, tmp_path, damage, needles):
     _assert_refused_cleanly(r, *needles)
 
 
+@pytest.mark.e2e
 def test_folder_given_as_train_files(tiny_dir, tmp_path):
     r = run_recipe([f"data.train_files={tiny_dir / 'data'}"], tiny_dir, tmp_path)
     _assert_refused_cleanly(r, "data.train_files", "is a folder", "parquet file")
 
 
+@pytest.mark.e2e
 def test_checkpoint_dir_under_a_regular_file(tiny_dir, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
@@ -148,6 +156,7 @@ def test_checkpoint_dir_under_a_regular_file(tiny_dir, tmp_path):
     assert blocker.read_text() == "x"
 
 
+@pytest.mark.e2e
 def test_output_folder_under_a_regular_file(tiny_dir, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
@@ -156,6 +165,7 @@ def test_output_folder_under_a_regular_file(tiny_dir, tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@pytest.mark.e2e
 def test_read_only_output_folder(tiny_dir, tmp_path):
     out = tmp_path / "ro"
     out.mkdir()
@@ -209,6 +219,7 @@ HISTORY_CASES = [
 
 
 @pytest.mark.parametrize("overrides, needles", HISTORY_CASES, ids=[" ".join(c[0]) for c in HISTORY_CASES])
+@pytest.mark.e2e
 def test_refused_start_leaves_every_byte(tiny_dir, finished_run, overrides, needles):
     before = _digest_tree(finished_run)
     overrides = [o.replace("{out}", str(finished_run)) for o in overrides]
@@ -218,6 +229,7 @@ def test_refused_start_leaves_every_byte(tiny_dir, finished_run, overrides, need
     assert not Path("/typo").exists()
 
 
+@pytest.mark.e2e
 def test_rerun_after_the_final_step_says_why_nothing_trains(tiny_dir, finished_run):
     before = _digest_tree(finished_run)
     r = run_recipe(["trainer.total_training_steps=4"], tiny_dir, finished_run)

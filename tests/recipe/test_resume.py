@@ -338,6 +338,7 @@ def killed_and_resumed(tiny_dir, tmp_path_factory):
     return seen
 
 
+@pytest.mark.e2e
 def test_kills_landed_where_intended(killed_and_resumed):
     kills = {k["name"]: k for k in killed_and_resumed["kills"]}
     assert kills["mid_rollout"]["status"]["phase"] == "rollout"
@@ -347,6 +348,7 @@ def test_kills_landed_where_intended(killed_and_resumed):
     assert not killed_and_resumed["step3_marked_at_kill"]
 
 
+@pytest.mark.e2e
 def test_each_start_resumed_from_the_last_complete_checkpoint(killed_and_resumed):
     assert killed_and_resumed["final_rc"] == 0, killed_and_resumed["final_log"][-4000:]
     records = read_jsonl(killed_and_resumed["run_dir"] / resume.RESUME_LOG)
@@ -361,6 +363,7 @@ def test_each_start_resumed_from_the_last_complete_checkpoint(killed_and_resumed
     assert "resuming after step 2" in killed_and_resumed["final_log"]
 
 
+@pytest.mark.e2e
 def test_data_order_continues_exactly(killed_and_resumed, tiny_dir):
     """The prompts taken, by dataset index, are the sampler's order with nothing skipped or repeated."""
     import pyarrow.parquet as pq
@@ -382,6 +385,7 @@ def test_data_order_continues_exactly(killed_and_resumed, tiny_dir):
     assert all(n >= 4 for n in per_step.values()), per_step
 
 
+@pytest.mark.e2e
 def test_step_counter_and_metrics_continue(killed_and_resumed):
     metrics = read_jsonl(killed_and_resumed["run_dir"] / "metrics.jsonl")
     train = [m for m in metrics if "critic/score/mean" in m.get("data", {})]

@@ -20,6 +20,8 @@ import pytest
 
 from tests.recipe.helpers import run_recipe
 
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
+
 STEPS = 5
 BATCH = 4
 TAIL = "trainer.v1.dapo_ascend.rollout_tail"

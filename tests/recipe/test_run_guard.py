@@ -21,6 +21,8 @@ from recipe.dapo_ascend import resume, run_guard
 from tests.recipe.fault_helpers import RecipeRun, read_jsonl, recipe_env
 from tests.recipe.helpers import run_recipe
 
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
+
 OVERRIDES = [
     "trainer.save_freq=1",
     "data.train_batch_size=4",

@@ -18,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.launch import require_e2e
 from tests.recipe.fault_helpers import read_jsonl
 from tests.recipe.helpers import REPO
+
+pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 
 SCRIPT = REPO / "scripts" / "two_node_cluster.sh"
 
@@ -27,6 +30,7 @@ ACTORS = r"""
 import json, sys
 import ray
 from ray._private import state
+
 ray.init(address=sys.argv[1], _node_ip_address=sys.argv[1].split(":")[0], logging_level="ERROR", log_to_driver=False)
 nodes = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
 actors = [
@@ -55,6 +59,7 @@ def _script_env(cluster_dir: Path, tiny_dir: Path, out_dir: Path) -> dict:
 @pytest.fixture(scope="module")
 def two_node_run(tiny_dir, tmp_path_factory):
     # A short path: Ray puts unix sockets under the cluster's temp dir.
+    require_e2e("scripts/two_node_cluster.sh")
     cluster_dir = Path(f"/tmp/va2n-{os.getpid()}")
     out = tmp_path_factory.mktemp("two_node")
     env = _script_env(cluster_dir, tiny_dir, out)
