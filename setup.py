@@ -2,6 +2,7 @@
 
 Upstream owns the package ``verl``; this distribution only adds the subpackages
 ``verl.ascend`` (the Ascend NPU backend) and ``verl.cpu`` (the CPU backend), plus the
+neutral toolkit ``verl_ascend`` (report, checks, run machinery, seams) and the
 ``recipe.dapo_ascend`` recipe. Both backends switch themselves on through upstream's
 ``verl.plugins`` entry-point group, loaded at every ``import verl`` in every process.
 """
@@ -28,7 +29,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     # Namespace discovery limited to our subpackages: never ship verl/__init__.py.
-    packages=find_namespace_packages(include=["verl.ascend*", "verl.cpu*", "recipe.dapo_ascend*"]),
+    packages=find_namespace_packages(include=["verl.ascend*", "verl.cpu*", "verl_ascend*", "recipe.dapo_ascend*"]),
     package_data={"": ["*.yaml", "*.md"]},
     include_package_data=True,
     install_requires=_requirements("base"),
