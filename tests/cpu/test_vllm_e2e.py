@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from verl.ascend.profiler.report import build_report
+from verl_ascend.report.report import build_report
 
 pytestmark = [
     pytest.mark.e2e,

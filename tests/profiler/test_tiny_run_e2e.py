@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from conftest import REPO
 
-from verl.ascend.profiler.report import build_report
+from verl_ascend.report.report import build_report
 
 
 def test_tiny_run_profile_cpu_and_report(tmp_path):
