@@ -78,9 +78,9 @@ def check_model(config: DictConfig) -> None:
 
 def check_destination(config: DictConfig) -> None:
     """Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."""
-    from recipe.dapo_ascend import resume, run_guard
+    from verl_ascend.run import checkpoints, run_guard
 
-    run_dir, _ = resume.run_paths(config)
+    run_dir, _ = checkpoints.run_paths(config)
     out = os.path.abspath(os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs"))
     if os.path.commonpath([out, os.path.abspath(run_dir)]) != out and "VERL_FILE_LOGGER_PATH" not in os.environ:
         raise PreflightError(

@@ -33,10 +33,10 @@ from verl_ascend.report.check import TraceCheck
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from recipe.dapo_ascend.resume import CheckpointJournalMixin
+from verl_ascend.run.journal import CheckpointJournalMixin
 from recipe.dapo_ascend.rollout_tail.accounting import consumption_metrics
 from recipe.dapo_ascend.rollout_tail.mixin import RolloutTailMixin
-from recipe.dapo_ascend.watchdog import RolloutWatchdogMixin
+from verl_ascend.run.watchdog import RolloutWatchdogMixin
 
 TRAINER_NAME = "dapo_ascend"
 
@@ -74,7 +74,7 @@ def agent_loop_timings(sample_metrics: list, mask: np.ndarray | None = None) -> 
 
 
 @register_trainer(TRAINER_NAME)
-# Mixins: resume.py (crash-safe checkpoints, metrics and prompt ledger), watchdog.py (rollout failures),
+# Mixins: verl_ascend/run/journal.py (crash-safe checkpoints, metrics and prompt ledger), verl_ascend/run/watchdog.py (rollout failures),
 # rollout_tail/ (long-tail policy). The watchdog wraps the sampler the tail mixin built.
 class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, RolloutTailMixin, PPOTrainerSync):
     def __init__(self, config):

@@ -188,10 +188,9 @@ def finished_run(tmp_path) -> Path:
     (ckpt / "actor").mkdir(parents=True)
     (ckpt / "actor" / "model_world_size_1_rank_0.pt").write_bytes(os.urandom(4096))
     (ckpt / "data.pt").write_bytes(b"d" * 10)
-    from recipe.dapo_ascend import resume
-
-    resume.write_marker(str(ckpt), 4)
-    (ckpt.parent / resume.TRACKER).write_text("4")
+    from verl_ascend.run import checkpoints
+    checkpoints.write_marker(str(ckpt), 4)
+    (ckpt.parent / checkpoints.TRACKER).write_text("4")
     return out
 
 
