@@ -45,6 +45,11 @@ setup(
             "cpu = verl.cpu.plugin:register",
             "ascend = verl.ascend.plugin:register",
         ],
+        # Config-check rules of a backend or recipe, registered with the neutral verl_ascend.checks.
+        "verl_ascend.checks": [
+            "ascend = verl.ascend.rules_env:register_checks",
+            "dapo_ascend = recipe.dapo_ascend.checks:register_checks",
+        ],
         "vllm.general_plugins": [
             "verl_ascend_env_check = verl.ascend.vllm_plugin:register",
             "verl_cpu = verl.cpu.vllm_plugin:register",

@@ -67,7 +67,7 @@ def run_doctor(config: DictConfig) -> None:
     if os.environ.get("VERL_ASCEND_DOCTOR", "1") == "0":
         logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor is skipped")
         return
-    from verl.ascend import doctor
+    from verl_ascend import checks as doctor
 
     if hasattr(doctor, "check"):
         doctor.check(config, strict=bool(OmegaConf.select(config, "doctor.strict", default=False)))

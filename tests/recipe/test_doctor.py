@@ -1,4 +1,4 @@
-"""verl.ascend.doctor: every rule fires on a config that has its problem and stays quiet on one that does not.
+"""verl_ascend.checks: every rule fires on a config that has its problem and stays quiet on one that does not.
 
 The base is the recipe's NPU config composed against upstream verl 0.9.1 (once per module); each
 test changes only the keys its rule is about. The environment is always passed explicitly, so the
@@ -14,9 +14,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from recipe.dapo_ascend.config_utils import compose
-from verl.ascend import doctor
-from verl.ascend.doctor import rules_fsdp
-from verl.ascend.doctor.__main__ import main as doctor_cli
+from verl_ascend import checks as doctor
+from verl_ascend.checks import rules_fsdp
+from recipe.dapo_ascend.doctor import main as doctor_cli
 
 NO_ENV: dict[str, str] = {}
 # What the CLI test clears from the real environment so the machine's shell cannot decide the verdict.
@@ -108,7 +108,7 @@ def test_mc2_requested_on_a_release_without_it(npu):
     assert hit.severity == "error" and "#12119" in hit.message and hit.keys == ("ascend.env.mc2",)
 
 
-# --- effective settings (verl/ascend/effective.py, rules_effective) ------------------------------
+# --- effective settings (verl_ascend/checks/effective.py, rules_effective) ------------------------------
 
 
 def test_keys_never_read_name_the_consumer(npu):
@@ -143,7 +143,7 @@ def test_unread_key_list_is_generated_from_the_installed_verl(tmp_path):
     import yaml
 
     import verl
-    from verl.ascend.effective import UNREAD_KEYS_PATH
+    from verl_ascend.checks.effective import UNREAD_KEYS_PATH
 
     path = Path(__file__).resolve().parents[2] / "scripts" / "verl_unread_keys.py"
     spec = importlib.util.spec_from_file_location("verl_unread_keys", path)

@@ -52,7 +52,7 @@ def compose(config_name: str, overrides: Sequence[str], config_dir: str | Path) 
 def legacy_override_message(overrides: Sequence[str]) -> str | None:
     """Upstream's old reward keys on the command line (``reward_model.overlong_buffer.len=...``,
     still in upstream's published DAPO scripts), with where each lives now; None if there are none."""
-    from verl.ascend.doctor.rules_reward import LEGACY_MOVES  # moves to verl_ascend.checks next
+    from verl_ascend.checks.rules_reward import LEGACY_MOVES  # moves to verl_ascend.checks next
 
     moves = []
     for arg in overrides:
