@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -524,3 +525,17 @@ def test_cli_exit_codes(capsys, monkeypatch):
     assert "[error] dynamic_sampling_ignored" in capsys.readouterr().out
     assert doctor_cli(["data.max_respons_length=1"]) == 2
     assert "data.max_respons_length" in capsys.readouterr().err
+
+
+def test_deprecated_cli_alias_hands_over_to_the_recipe_command():
+    """``python -m verl.ascend.doctor`` (kept for one release) runs ``python -m recipe.dapo_ascend.doctor``."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    proc = subprocess.run([sys.executable, "-m", "verl.ascend.doctor", "--help"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "python -m recipe.dapo_ascend.doctor" in proc.stdout

@@ -85,7 +85,7 @@ def test_dry_run_and_doctor_apply_the_same_view(tiny_dir, tmp_path):
     dry = run_recipe(["data.train_batch_size=abc"], tiny_dir, tmp_path, env={"DRY_RUN": "1"})
     assert dry.returncode == 2 and "data.train_batch_size='abc'" in dry.stderr, dry.stderr[-2000:]
     doctor = subprocess.run(
-        [sys.executable, "-m", "verl_ascend.checks", "--strict", "--config-name", "dapo_tiny_cpu",
+        [sys.executable, "-m", "recipe.dapo_ascend.doctor", "--strict", "--config-name", "dapo_tiny_cpu",
          "actor_rollout_ref.rollout.n=0"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )
