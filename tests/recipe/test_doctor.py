@@ -539,3 +539,17 @@ def test_deprecated_cli_alias_hands_over_to_the_recipe_command():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "python -m recipe.dapo_ascend.doctor" in proc.stdout
+
+
+def test_the_backend_and_the_recipe_register_their_own_rules():
+    """The neutral checks hold no Ascend or recipe rule; each owner registers its own (entry points)."""
+    from recipe.dapo_ascend.checks import TRAINER_MODE, rollout_tail_policy
+    from verl.ascend.rules_env import env_conflicts
+    from verl_ascend.checks import rules_sampling
+
+    rules = doctor.rules()
+    assert env_conflicts in rules and rollout_tail_policy in rules
+    assert not [r for r in doctor.BUILTIN_RULES if r.__module__.startswith(("verl.ascend", "recipe"))]
+    assert TRAINER_MODE in rules_sampling.SYNC_TRAINER_MODES
+    doctor.register(env_conflicts)  # idempotent
+    assert doctor.rules().count(env_conflicts) == 1

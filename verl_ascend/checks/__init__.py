@@ -79,11 +79,11 @@ def _load_entry_points() -> None:
     global _entry_points_loaded
     if _entry_points_loaded:
         return
-    _entry_points_loaded = True
     from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        ep.load()()
+        ep.load()()  # a provider that cannot load fails loudly: its rules would silently not run
+    _entry_points_loaded = True
 
 
 def rules() -> tuple[Rule, ...]:
