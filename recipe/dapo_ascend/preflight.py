@@ -6,13 +6,14 @@ Each problem raises ``PreflightError``; the entry point prints it and exits with
 
 from __future__ import annotations
 
+import os
+
 from omegaconf import DictConfig
 
 from verl_ascend.checks.preflight import (  # noqa: F401 (the recipe's preflight API)
     PreflightError,
     check_batch_sizes,
     check_data,
-    check_destination,
     check_model,
     check_upstream_objects,
     run_upstream_validation,
@@ -34,6 +35,20 @@ def check_rollout_tail(config: DictConfig) -> None:
         TailPolicy.from_config(config)
     except (TailPolicyError, TypeError) as exc:
         raise PreflightError(str(exc)) from exc
+
+
+def check_destination(config: DictConfig) -> None:
+    """Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."""
+    from verl_ascend.run import checkpoints, run_guard
+
+    run_dir, _ = checkpoints.run_paths(config)
+    out = os.path.abspath(os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs"))
+    if os.path.commonpath([out, os.path.abspath(run_dir)]) != out and "VERL_FILE_LOGGER_PATH" not in os.environ:
+        raise PreflightError(
+            f"trainer.experiment_name={config.trainer.experiment_name!r} puts the run folder at {run_dir!r}, outside "
+            f"the output folder {out!r}; accepted: a plain folder name"
+        )
+    run_guard.check_destination(config, run_dir, PreflightError)
 
 
 def check_all(config: DictConfig) -> None:

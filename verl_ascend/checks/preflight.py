@@ -5,8 +5,9 @@ Upstream checks most of this too, but deep inside Ray actors (an assertion in a 
 traceback) or only after the cluster has started. Here each problem raises
 ``PreflightError``; the entry point prints it and exits with status 2.
 
-These checks know upstream verl's config only (model, checkpoint destination, data, batch sizes,
-upstream's own validation); a recipe composes them with its own (``recipe/dapo_ascend/preflight.py``).
+These checks know upstream verl's config only (model, data, batch sizes, upstream's own validation);
+a recipe composes them with its own and with the run machinery's (``verl_ascend.run.run_guard``'s
+destination check) in ``recipe/dapo_ascend/preflight.py``.
 """
 
 from __future__ import annotations
@@ -70,20 +71,6 @@ def check_model(config: DictConfig) -> None:
             f"{key}={tokenizer_path!r}: the tokenizer turns a sample prompt into {len(ids)} tokens (vocabulary "
             f"{len(tokenizer)}): its tokenizer files (tokenizer.json / tokenizer_config.json / vocab) are missing or empty"
         )
-
-
-def check_destination(config: DictConfig) -> None:
-    """Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."""
-    from verl_ascend.run import checkpoints, run_guard
-
-    run_dir, _ = checkpoints.run_paths(config)
-    out = os.path.abspath(os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs"))
-    if os.path.commonpath([out, os.path.abspath(run_dir)]) != out and "VERL_FILE_LOGGER_PATH" not in os.environ:
-        raise PreflightError(
-            f"trainer.experiment_name={config.trainer.experiment_name!r} puts the run folder at {run_dir!r}, outside "
-            f"the output folder {out!r}; accepted: a plain folder name"
-        )
-    run_guard.check_destination(config, run_dir, PreflightError)
 
 
 def check_data(config: DictConfig, max_rows_checked: int | None = None) -> None:
