@@ -2,6 +2,7 @@
 
 Upstream owns the package ``verl``; this distribution only adds the subpackages
 ``verl.ascend`` (the Ascend NPU backend) and ``verl.cpu`` (the CPU backend), plus the
+neutral toolkit ``verl_ascend`` (report, checks, run machinery, seams) and the
 ``recipe.dapo_ascend`` recipe. Both backends switch themselves on through upstream's
 ``verl.plugins`` entry-point group, loaded at every ``import verl`` in every process.
 """
@@ -28,7 +29,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     # Namespace discovery limited to our subpackages: never ship verl/__init__.py.
-    packages=find_namespace_packages(include=["verl.ascend*", "verl.cpu*", "recipe.dapo_ascend*"]),
+    packages=find_namespace_packages(include=["verl.ascend*", "verl.cpu*", "verl_ascend*", "recipe.dapo_ascend*"]),
     package_data={"": ["*.yaml", "*.md"]},
     include_package_data=True,
     install_requires=_requirements("base"),
@@ -43,6 +44,11 @@ setup(
         "verl.plugins": [
             "cpu = verl.cpu.plugin:register",
             "ascend = verl.ascend.plugin:register",
+        ],
+        # Config-check rules of a backend or recipe, registered with the neutral verl_ascend.checks.
+        "verl_ascend.checks": [
+            "ascend = verl.ascend.rules_env:register_checks",
+            "dapo_ascend = recipe.dapo_ascend.checks:register_checks",
         ],
         "vllm.general_plugins": [
             "verl_ascend_env_check = verl.ascend.vllm_plugin:register",

@@ -1,7 +1,7 @@
-"""How long verifying a checkpoint by content takes (``recipe/dapo_ascend/resume.py`` checksums).
+"""How long verifying a checkpoint by content takes (``verl_ascend/run/checkpoints.py`` checksums).
 
 ``python benchmarks/checkpoint_checksum.py [CHECKPOINT_DIR] [--synthetic-mib N]``: times
-``resume.checksums`` over every file of a ``global_step_<N>`` folder (the tiny recipe's, or any),
+``checkpoints.checksums`` over every file of a ``global_step_<N>`` folder (the tiny recipe's, or any),
 and the raw single-file throughput of SHA-256, BLAKE2b and CRC32 on N MiB of random bytes, so the
 cost for a 400 GB checkpoint can be estimated: bytes / (per-file rate x files hashed at once),
 bounded by the storage's read rate. Speed is measured here, never asserted in tests.
@@ -19,14 +19,14 @@ import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from recipe.dapo_ascend import resume  # noqa: E402
+from verl_ascend.run import checkpoints  # noqa: E402
 
 
 def time_folder(folder: str, repeat: int = 5) -> tuple[float, int]:
-    files = resume.list_files(folder)
+    files = checkpoints.list_files(folder)
     start = time.perf_counter()
     for _ in range(repeat):
-        resume.checksums(folder, files)
+        checkpoints.checksums(folder, files)
     return (time.perf_counter() - start) / repeat, sum(files.values())
 
 
@@ -37,12 +37,12 @@ def time_algorithms(mib: int) -> dict[str, float]:
         f.flush()
         for name in ("sha256", "blake2b"):
             start = time.perf_counter()
-            resume.file_checksum(f.name, name)
+            checkpoints.file_checksum(f.name, name)
             rates[name] = mib / (time.perf_counter() - start)
         start = time.perf_counter()
         crc = 0
         with open(f.name, "rb") as g:
-            while block := g.read(resume.CHUNK):
+            while block := g.read(checkpoints.CHUNK):
                 crc = zlib.crc32(block, crc)
         rates["crc32"] = mib / (time.perf_counter() - start)
     return rates

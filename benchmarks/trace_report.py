@@ -8,11 +8,11 @@ annotations, pretty-printed the same way) and runs, each in its own subprocess s
 that process's alone:
 
 * ``json.load``      -- ``json.load(open(trace))`` and a count of the events;
-* ``stream``         -- :func:`verl.ascend.profiler.chrome_trace.iter_events`, counting events;
-* ``report``         -- the full ``python -m verl.ascend.profiler.report`` (analysis, JSON, plots), as a
-  user runs it: upstream's ``verl/__init__`` is imported first (torch, Ray: ~370 MB, 9 s on an idle
-  2-core machine), then the CLI re-executes itself without it;
-* ``report-core``    -- the same report started directly in the lean interpreter: its own cost.
+* ``stream``         -- :func:`verl_ascend.report.chrome_trace.iter_events`, counting events;
+* ``report``         -- the full ``python -m verl_ascend.report`` (analysis, JSON, plots), as a user
+  runs it. ``verl_ascend`` lives outside upstream's ``verl`` namespace, so upstream's ``verl/__init__``
+  (torch, Ray: ~370 MB, 9 s on an idle 2-core machine) is never imported;
+* ``report-core``    -- the same report started through ``-c`` (``main()`` called directly).
 
 Usage::
 
@@ -126,20 +126,16 @@ _JSON_LOAD = (
     "import json, sys; d = json.load(open(sys.argv[1])); "
     "print(len(d['traceEvents'] if isinstance(d, dict) else d))"
 )
-# What the report CLI re-executes itself as: an interpreter that skips upstream verl/__init__.
+# The report's main() called directly.
 _LEAN = (
-    "import importlib.util, sys, types\n"
-    "spec = importlib.util.find_spec('verl'); stub = types.ModuleType('verl')\n"
-    "stub.__path__ = list(spec.submodule_search_locations); sys.modules['verl'] = stub\n"
+    "import sys\n"
     "from {module} import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )
-# The reader alone, in such an interpreter.
+# The reader alone.
 _STREAM = (
-    "import importlib.util, sys, types\n"
-    "spec = importlib.util.find_spec('verl'); stub = types.ModuleType('verl')\n"
-    "stub.__path__ = list(spec.submodule_search_locations); sys.modules['verl'] = stub\n"
-    "from verl.ascend.profiler.chrome_trace import iter_events\n"
+    "import sys\n"
+    "from verl_ascend.report.chrome_trace import iter_events\n"
     "print(sum(1 for _ in iter_events(sys.argv[1])))\n"
 )
 
@@ -151,16 +147,14 @@ def _run_case(kind: str, trace: Path, out_dir: Path) -> tuple[float, float]:
     elif kind == "stream":
         argv = [py, "-c", _STREAM, str(trace)]
     elif kind == "report":
-        argv = [py, "-m", "verl.ascend.profiler.report", str(trace), "--out", str(out_dir), "--quiet"]
+        argv = [py, "-m", "verl_ascend.report", str(trace), "--out", str(out_dir), "--quiet"]
     else:
-        argv = [py, "-c", _LEAN.format(module="verl.ascend.profiler.report"), str(trace), "--out", str(out_dir),
+        argv = [py, "-c", _LEAN.format(module="verl_ascend.report.report"), str(trace), "--out", str(out_dir),
                 "--quiet"]
     with tempfile.TemporaryFile() as errf:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errf, cwd=REPO)
-        # wait4 returns this child's own resource usage (ru_maxrss in KiB on Linux). It covers the whole
-        # process, including the part before the report CLI re-executes itself: Linux keeps the
-        # high-water mark across exec.
+        # wait4 returns this child's own resource usage (ru_maxrss in KiB on Linux).
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""List the config keys the installed verl defines but never reads (``verl/ascend/upstream_unread_keys.yaml``).
+"""List the config keys the installed verl defines but never reads (``verl_ascend/checks/upstream_unread_keys.yaml``).
 
 Why: a key set in a config that upstream never reads is a silent no-op (``actor.grad_clip`` while
 clipping reads ``actor.optim.clip_grad``; ``actor.use_torch_compile`` while the FSDP engine reads
@@ -25,7 +25,7 @@ release, so this script derives it from the installed verl's source:
 The analysis is by name, so it errs towards "read" (a key is only listed when no access anywhere
 can be credited to its section). Refresh after changing the pinned verl::
 
-    python scripts/verl_unread_keys.py            # rewrites verl/ascend/upstream_unread_keys.yaml
+    python scripts/verl_unread_keys.py            # rewrites verl_ascend/checks/upstream_unread_keys.yaml
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import yaml
 
-OUT = Path(__file__).resolve().parents[1] / "verl" / "ascend" / "upstream_unread_keys.yaml"
+OUT = Path(__file__).resolve().parents[1] / "verl_ascend" / "checks" / "upstream_unread_keys.yaml"
 # section path -> (words that name it in receivers/paths, its config dataclasses)
 SECTIONS = {
     "actor_rollout_ref.actor": (("actor", "policy"), ("ActorConfig", "FSDPActorConfig")),

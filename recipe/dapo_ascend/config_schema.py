@@ -4,7 +4,7 @@ Why: OmegaConf keeps whatever the command line gave (``data.train_batch_size=8.5
 ``optim.lr=fast`` a string, ``rollout.n=0`` an int) and upstream converts or asserts late, inside
 Ray actors, or never (``rollout.n=0`` trains on nothing). Each rule here names a key and what is
 accepted; ``problems(config)`` lists every violation at once, ``check(config, error_cls)`` raises
-one error naming them all. Preflight, ``DRY_RUN=1`` and ``python -m verl.ascend.doctor`` apply
+one error naming them all. Preflight, ``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor`` apply
 the same table, so all three accept and refuse the same configs.
 """
 

@@ -1,11 +1,5 @@
-"""Compose the recipe's Hydra configs without ``@hydra.main`` (dry run, doctor CLI, tests).
-
-Why not ``@hydra.main`` everywhere: the dry run, the doctor's command line and the tests need the
-exact config the entry point would get, from a plain function call, with upstream-style override
-strings. Composition goes through Hydra itself, so the recipe YAML is merged onto upstream verl
-0.9.1's ``ppo_trainer`` exactly as at run time, and an override of a key that upstream does not
-define fails here (Hydra struct mode) with the key named.
-"""
+"""The recipe's Hydra configs, composed without ``@hydra.main``: ``verl_ascend.run.config_utils`` bound to
+this recipe's ``config/`` folder (dry run, doctor CLI, tests)."""
 
 from __future__ import annotations
 
@@ -14,73 +8,18 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from verl_ascend.run import config_utils as _compose
+from verl_ascend.run.config_utils import ConfigError, legacy_override_message
+
+__all__ = ["CONFIG_DIR", "ConfigError", "available_configs", "compose", "legacy_override_message"]
+
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 
 
-class ConfigError(ValueError):
-    """The config cannot be composed: unknown config name, bad override, missing key."""
-
-
 def available_configs(config_dir: str | Path = CONFIG_DIR) -> list[str]:
-    return sorted(p.stem for p in Path(config_dir).glob("*.yaml"))
+    return _compose.available_configs(config_dir)
 
 
 def compose(config_name: str, overrides: Sequence[str] = (), config_dir: str | Path = CONFIG_DIR) -> DictConfig:
-    """The config ``config_name`` (a YAML in ``config_dir``) with Hydra ``overrides`` applied.
-
-    Clears Hydra's global state first: call it from plain Python, not inside a running Hydra app.
-    """
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    config_dir = Path(config_dir).resolve()
-    if not (config_dir / f"{config_name}.yaml").is_file():
-        available = ", ".join(available_configs(config_dir)) or "none"
-        raise ConfigError(f"no config {config_name!r} in {config_dir}; available: {available}")
-    legacy = legacy_override_message(overrides)
-    if legacy:
-        raise ConfigError(legacy)
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-            return hydra_compose(config_name=config_name, overrides=list(overrides))
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(_explain(exc, overrides)) from exc
-
-
-def legacy_override_message(overrides: Sequence[str]) -> str | None:
-    """Upstream's old reward keys on the command line (``reward_model.overlong_buffer.len=...``,
-    still in upstream's published DAPO scripts), with where each lives now; None if there are none."""
-    from verl.ascend.doctor.rules_reward import LEGACY_MOVES
-
-    moves = []
-    for arg in overrides:
-        key = arg.lstrip("+~").split("=", 1)[0]
-        for old in sorted(LEGACY_MOVES, key=len, reverse=True):
-            if key == old or key.startswith(old + "."):
-                moves.append(f"{key} -> {LEGACY_MOVES[old]}{key[len(old):]}")
-                break
-    if not moves:
-        return None
-    return (
-        "legacy reward keys that upstream verl 0.9.1 no longer reads (they would be silently dropped); "
-        "use the new keys instead: " + "; ".join(moves)
-    )
-
-
-def _explain(exc: Exception, overrides: Sequence[str]) -> str:
-    message = str(exc).strip()
-    cause = exc.__cause__
-    if cause is not None and str(cause).strip() and str(cause).strip() not in message:
-        message = f"{message}\n{str(cause).strip()}"
-    hint = ""
-    if "not in struct" in message or "Could not override" in message or "Could not append" in message:
-        hint = (
-            "\nOverrides use upstream verl 0.9.1's keys (see verl/trainer/config/_generated_ppo_trainer.yaml); "
-            "a key upstream does not define needs a leading '+', and is then read by nothing unless our code reads it."
-        )
-    given = f"\noverrides given: {' '.join(overrides)}" if overrides else ""
-    return f"cannot compose the config: {message}{hint}{given}"
+    """The config ``config_name`` of this recipe with Hydra ``overrides`` applied (see ``verl_ascend.run.config_utils``)."""
+    return _compose.compose(config_name, overrides, config_dir)

@@ -4,7 +4,7 @@ Why: on 128 cards a wrong key costs hours before it shows. The dry run prints, f
 composed config the job would get, (1) the whole config as YAML with interpolations resolved,
 (1b) the effective settings: each switch's value where upstream consumes it (the actor's FSDP
 engine config, the vLLM engine arguments incl. additional_config, the target vLLM/vllm-ascend
-release; ``verl/ascend/effective.py``), (2) the per-role environment the Ascend env profile would deliver, as ``KEY=VALUE`` lines with
+release; ``verl_ascend/checks/effective.py``, given the Ascend env profile), (2) the per-role environment the Ascend env profile would deliver, as ``KEY=VALUE`` lines with
 the reason for each value, and (3) the config doctor's findings and verdict; then it exits. It
 imports no Ray-starting code and touches no device, so it runs on any CPU machine (and in CI).
 
@@ -60,9 +60,20 @@ def render_env(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
     return lines
 
 
+def env_profile_for(config: DictConfig, environ: Mapping[str, str]):
+    """The Ascend backend's env profile of this config (its stack and vLLM additional_config), or None."""
+    try:
+        from verl.ascend.env_profile import evaluate_env_profile
+    except ImportError:
+        return None
+    profile, _errors = evaluate_env_profile(config, environ)
+    return profile
+
+
 def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     """Print config, env and verdict to ``out``; return the exit status (never starts anything)."""
-    from verl.ascend import doctor, effective
+    from verl_ascend import checks as doctor
+    from verl_ascend.checks import effective
 
     environ = dict(os.environ if environ is None else environ)
     out = out or sys.stdout
@@ -74,7 +85,7 @@ def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: Text
     emit("# ===== verl-ascend dry run: composed config (upstream verl 0.9.1 + recipe) =====")
     emit(render_config(config).rstrip())
     emit("# ===== effective settings (values where upstream verl consumes them) =====")
-    for line in effective.render(config, environ):
+    for line in effective.render(config, env_profile_for(config, environ)):
         emit(line)
     emit("# ===== env profile (KEY=VALUE per role) =====")
     for line in render_env(config, environ):

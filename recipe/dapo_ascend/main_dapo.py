@@ -9,7 +9,7 @@ The whole path, in order:
    folder changes: bad input fails in seconds with the culprit named, exit status 2.
 4. The run folder is locked (one live run per folder), a start that would resume nothing on top
    of recorded history is refused, and only then are the run's files brought in line with the
-   checkpoint it resumes (``run_guard.py``, ``resume.py``).
+   checkpoint it resumes (``verl_ascend/run/run_guard.py``, ``verl_ascend/run/checkpoints.py``).
 5. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
    progress line per step from the metrics file.
 
@@ -23,16 +23,13 @@ import os
 import sys
 
 import hydra
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
+
+from verl_ascend.run.checkpoints import default_metrics_path, export_to_workers
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONFIG = "dapo_tiny_cpu"
-
-
-def default_metrics_path(config: DictConfig) -> str:
-    out = os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs")
-    return os.path.abspath(os.path.join(out, config.trainer.experiment_name, "metrics.jsonl"))
 
 
 def prepare(config: DictConfig) -> None:
@@ -43,18 +40,19 @@ def prepare(config: DictConfig) -> None:
     """
     from verl.utils.device import auto_set_device
 
-    from recipe.dapo_ascend import cluster, preflight, resume, run_guard
+    from recipe.dapo_ascend import preflight
+    from verl_ascend.run import checkpoints, cluster, files, run_guard
 
     auto_set_device(config)
     preflight.check_all(config)
     run_doctor(config)
     cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
     # From here on this process owns the run folder; a second run on it stops here.
-    folders = list(resume.run_paths(config))
+    folders = list(checkpoints.run_paths(config))
     run_guard.RunLock.acquire(folders, preflight.PreflightError)
-    plan = resume.plan_resume(config, preflight.PreflightError)
+    plan = checkpoints.plan_resume(config, preflight.PreflightError)
     start_over = run_guard.guard_history(
-        config, plan.run_dir, plan.step, plan.why, resume.HISTORY_FILES, preflight.PreflightError
+        config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, preflight.PreflightError
     )
     run_guard.check_nothing_left(config, plan.step)
     # Committed to start: only now may files in the output folder change.
@@ -62,14 +60,14 @@ def prepare(config: DictConfig) -> None:
     run_guard.RunLock.record_owner(plan.run_dir)
     if start_over:
         print(f"[verl-ascend] fault_tolerance.start_over=true: {plan.why}; earlier records go to dated side files", flush=True)
-    resume.prepare_run(config, plan)  # checkpoint picked; metrics/prompt logs continue
+    checkpoints.prepare_run(config, plan)  # checkpoint picked; metrics/prompt logs continue
 
 
 def run_doctor(config: DictConfig) -> None:
     if os.environ.get("VERL_ASCEND_DOCTOR", "1") == "0":
         logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor is skipped")
         return
-    from verl.ascend import doctor
+    from verl_ascend import checks as doctor
 
     if hasattr(doctor, "check"):
         doctor.check(config, strict=bool(OmegaConf.select(config, "doctor.strict", default=False)))
@@ -78,20 +76,10 @@ def run_doctor(config: DictConfig) -> None:
 EXTERNAL_MODULE = "recipe.dapo_ascend.register"
 
 
-def export_to_workers(config: DictConfig, env: dict[str, str]) -> None:
-    """Set ``env`` here and in the Ray runtime env, so every worker on every node sees it."""
-    os.environ.update(env)
-    with open_dict(config):
-        runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
-        env_vars = runtime_env.setdefault("env_vars", {})
-        for key, value in env.items():
-            env_vars[key] = value
-
-
 def run(config: DictConfig) -> None:
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
-    from recipe.dapo_ascend.progress import ProgressPrinter
+    from verl_ascend.run.progress import ProgressPrinter
 
     modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     if EXTERNAL_MODULE not in modules:
@@ -124,7 +112,7 @@ def main_with_config(config: DictConfig) -> int:
         from recipe.dapo_ascend import dry_run
 
         return int(dry_run.main(config) or 0)
-    from recipe.dapo_ascend.run_guard import NothingToTrain
+    from verl_ascend.run.run_guard import NothingToTrain
 
     try:
         prepare(config)

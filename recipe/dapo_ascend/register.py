@@ -2,7 +2,7 @@
 recipe's entry point): arms the registration of the ``dapo_ascend`` trainer for the moment
 upstream imports its V1 trainer package, so processes that never train pay nothing."""
 
-from verl.cpu.post_import import when_imported
+from verl_ascend.seams.post_import import when_imported
 
 
 def _register_trainer(_module) -> None:

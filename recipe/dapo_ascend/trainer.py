@@ -13,7 +13,7 @@ Registered with upstream's ``register_trainer`` and selected by
   scoring time from the agent loop's own per-sample metrics (``agent_loop/generate_sequences``
   and ``agent_loop/compute_score``, mean and max); the rest of ``gen`` is the replay buffer
   waiting for its next poll and dynamic sampling's refill rounds (benchmarks/embedded_default.py);
-- around each profiled step, ``verl.ascend.profiler.check.TraceCheck`` verifies that every
+- around each profiled step, ``verl_ascend.report.check.TraceCheck`` verifies that every
   trace that was asked for is on disk, and says why not (warning, or error under
   ``profile_check.strict``) -- never silently nothing;
 - ``trainer.v1.dapo_ascend.rollout_tail`` (off by default) cuts the rollout long tail:
@@ -29,14 +29,14 @@ import numbers
 import numpy as np
 import transfer_queue as tq
 
-from verl.ascend.profiler.check import TraceCheck
+from verl_ascend.report.check import TraceCheck
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from recipe.dapo_ascend.resume import CheckpointJournalMixin
+from verl_ascend.run.journal import CheckpointJournalMixin
 from recipe.dapo_ascend.rollout_tail.accounting import consumption_metrics
 from recipe.dapo_ascend.rollout_tail.mixin import RolloutTailMixin
-from recipe.dapo_ascend.watchdog import RolloutWatchdogMixin
+from verl_ascend.run.watchdog import RolloutWatchdogMixin
 
 TRAINER_NAME = "dapo_ascend"
 
@@ -74,7 +74,7 @@ def agent_loop_timings(sample_metrics: list, mask: np.ndarray | None = None) -> 
 
 
 @register_trainer(TRAINER_NAME)
-# Mixins: resume.py (crash-safe checkpoints, metrics and prompt ledger), watchdog.py (rollout failures),
+# Mixins: verl_ascend/run/journal.py (crash-safe checkpoints, metrics and prompt ledger), verl_ascend/run/watchdog.py (rollout failures),
 # rollout_tail/ (long-tail policy). The watchdog wraps the sampler the tail mixin built.
 class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, RolloutTailMixin, PPOTrainerSync):
     def __init__(self, config):

@@ -56,7 +56,7 @@ def test_patched_backend_is_used_on_cpu(monkeypatch):
 def test_when_imported_runs_once_after_import(tmp_path, monkeypatch):
     import sys
 
-    from verl.cpu.post_import import when_imported
+    from verl_ascend.seams.post_import import when_imported
 
     (tmp_path / "late_mod_xyz.py").write_text("VALUE = 41\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -17,8 +17,8 @@ from collections import defaultdict
 import psutil
 import pytest
 
-from recipe.dapo_ascend import resume
-from recipe.dapo_ascend.watchdog import RolloutServerDiedError, RolloutStalledError, RolloutWatchdog
+from verl_ascend.run import files
+from verl_ascend.run.watchdog import RolloutServerDiedError, RolloutStalledError, RolloutWatchdog
 from tests.launch import start_local_ray
 from tests.recipe.fault_helpers import RecipeRun, read_json, recipe_env, session_processes
 
@@ -157,7 +157,7 @@ def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_pa
     run = RecipeRun(["trainer.total_training_steps=2", "fault_tolerance.rollout_timeout_s=120"], recipe_env(tiny_dir, out), tmp_path / "run.log")
     try:
         status = run.wait_for(
-            lambda: (s := read_json(run_dir / resume.STATUS_FILE) or {}).get("phase") == "rollout" and s,
+            lambda: (s := read_json(run_dir / files.STATUS_FILE) or {}).get("phase") == "rollout" and s,
             timeout=600,
             poll_s=0.02,
         )

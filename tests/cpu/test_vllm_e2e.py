@@ -24,10 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.launch import require_e2e
+from verl_ascend.report.report import build_report
 
-from verl.ascend.profiler.report import build_report
-
-pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 
 pytestmark = [
     pytest.mark.e2e,

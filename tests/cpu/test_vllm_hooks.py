@@ -66,7 +66,7 @@ def test_upstream_vllm_modules_import_and_vllm_runs_on_its_cpu_platform():
 def test_while_importing_wraps_the_module_body(tmp_path, monkeypatch):
     import contextlib
 
-    from verl.cpu.post_import import while_importing
+    from verl_ascend.seams.post_import import while_importing
 
     (tmp_path / "body_mod_xyz.py").write_text("import os\nSEEN = os.environ.get('BODY_MOD_XYZ')\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -8,11 +8,11 @@ import json
 import pytest
 from conftest import KERNEL_HEADER, kernel_row, write_ascend_dir
 
-from verl.ascend.profiler.ascend_csv import norm_header, read_step_trace_time
-from verl.ascend.profiler.lanes import LaneStats, analyze_ascend_dir
-from verl.ascend.profiler.problems import InputFormatError
-from verl.ascend.profiler.report import build_report
-from verl.ascend.profiler.settings import load_settings
+from verl_ascend.report.ascend_csv import norm_header, read_step_trace_time
+from verl_ascend.report.lanes import LaneStats, analyze_ascend_dir
+from verl_ascend.report.problems import InputFormatError
+from verl_ascend.report.report import build_report
+from verl_ascend.report.settings import load_settings
 
 S = load_settings()
 
@@ -136,7 +136,7 @@ def test_db_only_and_raw_only_directories_are_explained(tmp_path):
     rep = build_report([tmp_path])
     msgs = {p.path.rsplit("/", 1)[-1]: p.message for p in rep.problems}
     assert "Db export" in msgs["a_ascend_pt"] and "--export-type text" in msgs["a_ascend_pt"]
-    assert "never parsed" in msgs["b_ascend_pt"] and "verl.ascend.profiler.offline" in msgs["b_ascend_pt"]
+    assert "never parsed" in msgs["b_ascend_pt"] and "verl_ascend.report.offline" in msgs["b_ascend_pt"]
     assert not rep.usable
 
 

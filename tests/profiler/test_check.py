@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from verl.ascend.profiler.check import (
+from verl_ascend.report.check import (
     MissingTraceError,
     attach_trace_check,
     MissingTraceWarning,

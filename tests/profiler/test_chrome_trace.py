@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from verl.ascend.profiler.chrome_trace import ChromeTraceReader, TraceFormatError, TraceTruncatedError, iter_events
+from verl_ascend.report.chrome_trace import ChromeTraceReader, TraceFormatError, TraceTruncatedError, iter_events
 
 
 def _events(n: int, seed: int = 0) -> list[dict]:

@@ -7,12 +7,12 @@ import json
 import pytest
 from conftest import annotation, cpu_op, kernel, process_name, thread_name, write_metrics, write_trace
 
-from verl.ascend.profiler import analysis, intervals
-from verl.ascend.profiler.lanes import LaneStats, analyze_chrome_trace
-from verl.ascend.profiler.metrics_log import read_metrics_log
-from verl.ascend.profiler.problems import InputFormatError
-from verl.ascend.profiler.report import build_report
-from verl.ascend.profiler.settings import load_settings
+from verl_ascend.report import analysis, intervals
+from verl_ascend.report.lanes import LaneStats, analyze_chrome_trace
+from verl_ascend.report.metrics_log import read_metrics_log
+from verl_ascend.report.problems import InputFormatError
+from verl_ascend.report.report import build_report
+from verl_ascend.report.settings import load_settings
 
 S = load_settings()
 

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from verl.ascend.profiler import offline
+from verl_ascend.report import offline
 
 
 def _raw_dirs(root, n):
@@ -67,7 +67,7 @@ def test_calls_torch_npu_analyse_with_process_count_and_text_export(tmp_path, mo
     assert offline.main([str(tmp_path), "--processes", "2"]) == offline.EXIT_OK
     assert calls == [{"profiler_path": str(tmp_path / "agent_loop_rollout_replica_0"), "max_process_number": 2,
                       "export_type": ["text"]}]
-    assert "verl.ascend.profiler.report" in capsys.readouterr().out
+    assert "verl_ascend.report.report" in capsys.readouterr().out
 
 
 def test_default_process_count_is_bounded_by_directories(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import sys
 import pytest
 from conftest import REPO, cpu_op, kernel, write_metrics, write_trace
 
-from verl.ascend.profiler.report import EXIT_FAIL, EXIT_OK, EXIT_PARTIAL, main
+from verl_ascend.report.report import EXIT_FAIL, EXIT_OK, EXIT_PARTIAL, main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -156,17 +156,37 @@ def test_metrics_only_report(tmp_path):
 
 
 def test_python_dash_m_entry_point(tmp_path):
-    """The documented command, in a fresh interpreter: it re-executes itself without upstream's heavy
-    package init and still finds its own modules."""
+    """The documented command, in a fresh interpreter, finds its own modules."""
     write_trace(tmp_path / "t.json.gz", [kernel("RmsNorm", 0, 5), kernel("SwiGlu", 10, 5)], gz=True)
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "verl.ascend.profiler.report", str(tmp_path), "--no-plots"],
+    proc = subprocess.run([sys.executable, "-m", "verl_ascend.report.report", str(tmp_path), "--no-plots"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == EXIT_OK, proc.stderr
     assert "5. Top kernels / ops" in proc.stdout and "RmsNorm" in proc.stdout
     d = json.loads((tmp_path / "profile_report" / "report.json").read_text())
     assert d["top_ops"]["train"]["rows"][0]["count"] == 1
     shutil.rmtree(tmp_path / "profile_report")
+
+
+def test_report_imports_no_upstream_verl_nor_torch():
+    """``verl_ascend`` lives outside upstream's ``verl`` namespace: importing the report CLI must not run
+    upstream's ``verl/__init__`` (torch, Ray), so no re-exec is needed to keep the report lean."""
+    code = ("import sys, verl_ascend.report.report, verl_ascend.report.check, verl_ascend.report.offline; "
+            "print(sorted(m for m in ('verl', 'torch', 'ray') if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module", ["verl_ascend.report", "verl.ascend.profiler", "verl.ascend.profiler.report"])
+def test_report_command_and_its_deprecated_aliases(tmp_path, module):
+    write_trace(tmp_path / "t.json.gz", [kernel("RmsNorm", 0, 5)], gz=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", module, str(tmp_path), "--no-plots", "--quiet"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert (tmp_path / "profile_report" / "report.json").exists()
 
 
 @pytest.mark.parametrize(

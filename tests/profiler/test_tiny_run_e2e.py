@@ -14,8 +14,7 @@ import pytest
 from conftest import REPO
 
 from tests.launch import require_e2e
-
-from verl.ascend.profiler.report import build_report
+from verl_ascend.report.report import build_report
 
 pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 

@@ -1,4 +1,4 @@
-"""verl.ascend.doctor: every rule fires on a config that has its problem and stays quiet on one that does not.
+"""verl_ascend.checks: every rule fires on a config that has its problem and stays quiet on one that does not.
 
 The base is the recipe's NPU config composed against upstream verl 0.9.1 (once per module); each
 test changes only the keys its rule is about. The environment is always passed explicitly, so the
@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from recipe.dapo_ascend.config_utils import compose
-from verl.ascend import doctor
-from verl.ascend.doctor import rules_fsdp
-from verl.ascend.doctor.__main__ import main as doctor_cli
+from verl_ascend import checks as doctor
+from verl_ascend.checks import rules_fsdp
+from recipe.dapo_ascend.doctor import main as doctor_cli
 
 NO_ENV: dict[str, str] = {}
 # What the CLI test clears from the real environment so the machine's shell cannot decide the verdict.
@@ -108,7 +109,7 @@ def test_mc2_requested_on_a_release_without_it(npu):
     assert hit.severity == "error" and "#12119" in hit.message and hit.keys == ("ascend.env.mc2",)
 
 
-# --- effective settings (verl/ascend/effective.py, rules_effective) ------------------------------
+# --- effective settings (verl_ascend/checks/effective.py, rules_effective) ------------------------------
 
 
 def test_keys_never_read_name_the_consumer(npu):
@@ -143,7 +144,7 @@ def test_unread_key_list_is_generated_from_the_installed_verl(tmp_path):
     import yaml
 
     import verl
-    from verl.ascend.effective import UNREAD_KEYS_PATH
+    from verl_ascend.checks.effective import UNREAD_KEYS_PATH
 
     path = Path(__file__).resolve().parents[2] / "scripts" / "verl_unread_keys.py"
     spec = importlib.util.spec_from_file_location("verl_unread_keys", path)
@@ -524,3 +525,31 @@ def test_cli_exit_codes(capsys, monkeypatch):
     assert "[error] dynamic_sampling_ignored" in capsys.readouterr().out
     assert doctor_cli(["data.max_respons_length=1"]) == 2
     assert "data.max_respons_length" in capsys.readouterr().err
+
+
+def test_deprecated_cli_alias_hands_over_to_the_recipe_command():
+    """``python -m verl.ascend.doctor`` (kept for one release) runs ``python -m recipe.dapo_ascend.doctor``."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    proc = subprocess.run([sys.executable, "-m", "verl.ascend.doctor", "--help"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "python -m recipe.dapo_ascend.doctor" in proc.stdout
+
+
+def test_the_backend_and_the_recipe_register_their_own_rules():
+    """The neutral checks hold no Ascend or recipe rule; each owner registers its own (entry points)."""
+    from recipe.dapo_ascend.checks import TRAINER_MODE, rollout_tail_policy
+    from verl.ascend.rules_env import env_conflicts
+    from verl_ascend.checks import rules_sampling
+
+    rules = doctor.rules()
+    assert env_conflicts in rules and rollout_tail_policy in rules
+    assert not [r for r in doctor.BUILTIN_RULES if r.__module__.startswith(("verl.ascend", "recipe"))]
+    assert TRAINER_MODE in rules_sampling.SYNC_TRAINER_MODES
+    doctor.register(env_conflicts)  # idempotent
+    assert doctor.rules().count(env_conflicts) == 1

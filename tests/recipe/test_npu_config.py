@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from recipe.dapo_ascend import dry_run
 from tests.launch import require_e2e
 from recipe.dapo_ascend.config_utils import CONFIG_DIR, ConfigError, compose
-from verl.ascend.doctor.rules_schema import unknown_keys, upstream_reference
+from verl_ascend.checks.rules_schema import unknown_keys, upstream_reference
 
 REPO = Path(__file__).resolve().parents[2]
 NPU_YAML = CONFIG_DIR / "dapo_qwen25_32b_npu.yaml"

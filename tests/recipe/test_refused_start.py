@@ -82,7 +82,7 @@ def test_refused_start_writes_no_hydra_folder(tiny_dir, tmp_path):
 
 @pytest.mark.e2e
 def test_dry_run_and_doctor_apply_the_same_view(tiny_dir, tmp_path):
-    """``DRY_RUN=1`` and ``python -m verl.ascend.doctor --strict`` refuse what preflight refuses."""
+    """``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor --strict`` refuse what preflight refuses."""
     import subprocess
     import sys
 
@@ -90,7 +90,7 @@ def test_dry_run_and_doctor_apply_the_same_view(tiny_dir, tmp_path):
     dry = run_recipe(["data.train_batch_size=abc"], tiny_dir, tmp_path, env={"DRY_RUN": "1"})
     assert dry.returncode == 2 and "data.train_batch_size='abc'" in dry.stderr, dry.stderr[-2000:]
     doctor = subprocess.run(
-        [sys.executable, "-m", "verl.ascend.doctor", "--strict", "--config-name", "dapo_tiny_cpu",
+        [sys.executable, "-m", "recipe.dapo_ascend.doctor", "--strict", "--config-name", "dapo_tiny_cpu",
          "actor_rollout_ref.rollout.n=0"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )
@@ -198,10 +198,9 @@ def finished_run(tmp_path) -> Path:
     (ckpt / "actor").mkdir(parents=True)
     (ckpt / "actor" / "model_world_size_1_rank_0.pt").write_bytes(os.urandom(4096))
     (ckpt / "data.pt").write_bytes(b"d" * 10)
-    from recipe.dapo_ascend import resume
-
-    resume.write_marker(str(ckpt), 4)
-    (ckpt.parent / resume.TRACKER).write_text("4")
+    from verl_ascend.run import checkpoints
+    checkpoints.write_marker(str(ckpt), 4)
+    (ckpt.parent / checkpoints.TRACKER).write_text("4")
     return out
 
 

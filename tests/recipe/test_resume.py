@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe.dapo_ascend import resume
+from verl_ascend.run import checkpoints, files, metrics_append
 from tests.recipe.fault_helpers import RecipeRun, read_json, read_jsonl, recipe_env
 
 
@@ -32,12 +32,12 @@ def _checkpoint(root: Path, step: int, marked: bool = True, world: int = 1, data
     if data:
         (folder / "data.pt").write_bytes(b"d" * 10)
     if marked:
-        resume.write_marker(str(folder), step)
+        checkpoints.write_marker(str(folder), step)
     return folder
 
 
 def _tracker(root: Path, text: str) -> None:
-    (root / resume.TRACKER).write_text(text)
+    (root / checkpoints.TRACKER).write_text(text)
 
 
 CONTENTS = ["model", "optimizer", "extra"]
@@ -47,7 +47,7 @@ def test_tracker_checkpoint_used_when_complete(tmp_path):
     for step in (1, 2, 3):
         _checkpoint(tmp_path, step)
     _tracker(tmp_path, "2")  # e.g. rolled back by hand: upstream's tracker is respected
-    sel = resume.select_checkpoint(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.select_checkpoint(str(tmp_path), 1, CONTENTS)
     assert (sel.step, sel.rejected) == (2, {})
 
 
@@ -56,21 +56,21 @@ def test_interrupted_write_is_never_picked(tmp_path):
     _checkpoint(tmp_path, 2)
     _checkpoint(tmp_path, 3, marked=False)  # killed before the marker: upstream may already say 3
     _tracker(tmp_path, "3")
-    sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS)
     assert sel.step == 2 and "no verl_ascend_complete.json" in sel.rejected[3]
-    assert (tmp_path / resume.TRACKER).read_text() == "2"
+    assert (tmp_path / checkpoints.TRACKER).read_text() == "2"
     assert not (tmp_path / "global_step_3").exists() and (tmp_path / "global_step_3.incomplete").is_dir()
     # Idempotent: a second start sees the same state.
-    assert resume.repair_checkpoints(str(tmp_path), 1, CONTENTS).step == 2
+    assert checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS).step == 2
 
 
 def test_truncated_tracker_falls_back_to_newest_complete(tmp_path):
     _checkpoint(tmp_path, 1)
     _checkpoint(tmp_path, 2)
     _tracker(tmp_path, "")  # killed inside upstream's open("w")/write: int("") would crash resume
-    sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS)
     assert sel.step == 2 and sel.tracker_problem.startswith("unreadable")
-    assert (tmp_path / resume.TRACKER).read_text() == "2"
+    assert (tmp_path / checkpoints.TRACKER).read_text() == "2"
 
 
 def test_truncated_or_deleted_shards_are_rejected(tmp_path):
@@ -83,7 +83,7 @@ def test_truncated_or_deleted_shards_are_rejected(tmp_path):
     for f in (two / "actor").iterdir():
         f.unlink()
     _tracker(tmp_path, "3")
-    sel = resume.select_checkpoint(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.select_checkpoint(str(tmp_path), 1, CONTENTS)
     assert sel.step == 1
     assert "7 bytes" in sel.rejected[3] and "missing" in sel.rejected[2]
 
@@ -93,9 +93,9 @@ def test_nothing_complete_starts_from_scratch(tmp_path):
     _checkpoint(tmp_path, 2, marked=True, data=False)  # marked while data.pt was missing
     (tmp_path / "global_step_2" / "data.pt").write_bytes(b"")  # appears later: still not vouched for
     _tracker(tmp_path, "1")
-    sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS)
     assert sel.step == 0
-    assert not (tmp_path / resume.TRACKER).exists() and (tmp_path / (resume.TRACKER + ".invalid")).exists()
+    assert not (tmp_path / checkpoints.TRACKER).exists() and (tmp_path / (checkpoints.TRACKER + ".invalid")).exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("global_step")) == [
         "global_step_1.incomplete",
         "global_step_2.incomplete",
@@ -107,14 +107,14 @@ def test_unmarked_checkpoints_from_other_trainers_are_checked_file_by_file(tmp_p
     partial = _checkpoint(tmp_path, 2, marked=False, world=2)
     (partial / "actor" / "model_world_size_2_rank_1.pt").unlink()
     _tracker(tmp_path, "2")
-    sel = resume.select_checkpoint(str(tmp_path), 2, CONTENTS)
+    sel = checkpoints.select_checkpoint(str(tmp_path), 2, CONTENTS)
     assert (sel.step, sel.marked) == (1, False) and "model_world_size_2_rank_1.pt" in sel.rejected[2]
 
 
 def test_trim_jsonl_keeps_whole_records_up_to_the_step(tmp_path):
     path = tmp_path / "m.jsonl"
     path.write_bytes(b'{"step": 1, "data": {}}\n{"step": 2, "data": {}}\n{"step": 3, "data": {}}\n{"step": 4, "da')
-    assert resume.trim_jsonl(str(path), 2) == (2, 2)
+    assert files.trim_jsonl(str(path), 2) == (2, 2)
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2]
 
 
@@ -128,29 +128,29 @@ def test_same_size_corruption_is_caught_by_checksum(tmp_path):
         f.write(b"\xff" * 8)
     assert shard.stat().st_size == size
     _tracker(tmp_path, "2")
-    assert resume.verify_marked(str(two), 2) is None  # sizes alone cannot tell
-    sel = resume.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    assert checkpoints.verify_marked(str(two), 2) is None  # sizes alone cannot tell
+    sel = checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS)
     assert sel.step == 1
     assert "actor/model_world_size_1_rank_0.pt does not match its sha256 checksum" in sel.rejected[2]
-    assert (tmp_path / "global_step_2.incomplete").is_dir() and (tmp_path / resume.TRACKER).read_text() == "1"
+    assert (tmp_path / "global_step_2.incomplete").is_dir() and (tmp_path / checkpoints.TRACKER).read_text() == "1"
 
 
 def test_only_the_checkpoint_to_load_is_read_for_its_checksum(tmp_path, monkeypatch):
     for step in (1, 2, 3):
         _checkpoint(tmp_path, step)
     read = []
-    real = resume.file_checksum
-    monkeypatch.setattr(resume, "file_checksum", lambda path, *a: read.append(path) or real(path, *a))
-    assert resume.select_checkpoint(str(tmp_path), 1, CONTENTS).step == 3
+    real = checkpoints.file_checksum
+    monkeypatch.setattr(checkpoints, "file_checksum", lambda path, *a: read.append(path) or real(path, *a))
+    assert checkpoints.select_checkpoint(str(tmp_path), 1, CONTENTS).step == 3
     assert read and all("global_step_3" in p for p in read)
 
 
 def test_trimmed_records_go_to_a_side_file(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(b'{"step": 1}\n{"step": 2}\n{"step": 3}\n{"st')
-    side = resume.side_file_for(str(path), "20260101T000000Z")
+    side = files.side_file_for(str(path), "20260101T000000Z")
     assert side.endswith("metrics.trimmed-20260101T000000Z.jsonl")
-    assert resume.trim_jsonl(str(path), 1, side) == (1, 3)
+    assert files.trim_jsonl(str(path), 1, side) == (1, 3)
     assert path.read_bytes() == b'{"step": 1}\n'
     assert Path(side).read_bytes() == b'{"step": 2}\n{"step": 3}\n{"st\n'
 
@@ -159,7 +159,7 @@ def test_failed_atomic_write_leaves_no_temporary(tmp_path):
     target = tmp_path / "status.json"
     target.mkdir()  # os.replace onto a folder fails after the temporary was written
     with pytest.raises(OSError):
-        resume.write_atomic(str(target), b"{}")
+        files.write_atomic(str(target), b"{}")
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]
 
 
@@ -168,7 +168,7 @@ def test_second_lock_on_a_folder_names_the_holder(tmp_path, monkeypatch):
     import socket
 
     from recipe.dapo_ascend.preflight import PreflightError
-    from recipe.dapo_ascend.run_guard import RunLock
+    from verl_ascend.run.run_guard import RunLock
 
     monkeypatch.setattr(RunLock, "held", [])
     monkeypatch.setattr(RunLock, "locked", set())
@@ -188,14 +188,14 @@ def test_start_over_keeps_every_earlier_record(tmp_path, monkeypatch):
     """fault_tolerance.start_over=true: training restarts at step 1, the old ledgers are moved aside."""
     from omegaconf import OmegaConf
 
-    from recipe.dapo_ascend import run_guard
+    from verl_ascend.run import run_guard
     from recipe.dapo_ascend.preflight import PreflightError
 
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(tmp_path))
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
     run_dir = tmp_path / "exp"
     run_dir.mkdir()
-    for name in resume.HISTORY_FILES:
+    for name in files.HISTORY_FILES:
         (run_dir / name).write_text('{"step": 1}\n{"step": 2}\n')
     config = OmegaConf.create({
         "trainer": {"experiment_name": "exp", "logger": ["file"], "default_local_dir": str(tmp_path / "ckpt"),
@@ -204,14 +204,14 @@ def test_start_over_keeps_every_earlier_record(tmp_path, monkeypatch):
         "ray_kwargs": {"ray_init": {}},
         "fault_tolerance": {"start_over": False},
     })
-    plan = resume.plan_resume(config, PreflightError)
+    plan = checkpoints.plan_resume(config, PreflightError)
     with pytest.raises(PreflightError, match="up to step 2"):
-        run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, resume.HISTORY_FILES, PreflightError)
-    assert all((run_dir / n).read_text().count("\n") == 2 for n in resume.HISTORY_FILES)
+        run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, PreflightError)
+    assert all((run_dir / n).read_text().count("\n") == 2 for n in files.HISTORY_FILES)
     config.fault_tolerance.start_over = True
-    assert run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, resume.HISTORY_FILES, PreflightError)
-    assert resume.prepare_run(config, plan) == 0
-    for name in resume.HISTORY_FILES:  # metrics, prompt ledger and rollout-group ledger alike
+    assert run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, PreflightError)
+    assert checkpoints.prepare_run(config, plan) == 0
+    for name in files.HISTORY_FILES:  # metrics, prompt ledger and rollout-group ledger alike
         assert (run_dir / name).read_text() == ""
         stem = name.rsplit(".", 1)[0]
         (side,) = [p for p in run_dir.iterdir() if p.name.startswith(f"{stem}.trimmed-")]
@@ -239,8 +239,8 @@ def test_file_logger_patch_target_and_effect(tmp_path, monkeypatch):
     logger.finish()
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [2]  # step 1 is gone
 
-    monkeypatch.setenv(resume.ENV_METRICS_APPEND, "1")
-    assert resume.install_metrics_append()
+    monkeypatch.setenv(files.ENV_METRICS_APPEND, "1")
+    assert metrics_append.install_metrics_append()
     assert tracking.FileLogger is not upstream and issubclass(tracking.FileLogger, upstream)
     path.write_text('{"step": 1, "data": {"a": 1}}\n')
     tracker = tracking.Tracking(project_name="p", experiment_name="e", default_backend=["file"], config={})
@@ -266,7 +266,7 @@ def test_upstream_hooks_the_journal_and_watchdog_rely_on():
     fit = inspect.getsource(PPOTrainer.fit)
     order = [fit.index(s) for s in ("self.on_step_begin()", "self._save_checkpoint()", "self.logger.log(data=metrics")]
     assert order == sorted(order)
-    assert get_checkpoint_tracker_filename("/x") == "/x/" + resume.TRACKER
+    assert get_checkpoint_tracker_filename("/x") == "/x/" + checkpoints.TRACKER
     assert list(inspect.signature(ReplayBuffer._wait_for_next_poll).parameters) == ["self", "partition_id", "last_debug_time"]
     assert "self._wait_for_next_poll(" in inspect.getsource(ReplayBuffer.sample)
     for attr in ("pending_keys", "running_keys", "finished_keys", "failure_keys", "partitions"):
@@ -288,7 +288,7 @@ START_TIMEOUT = 600  # start-up on a loaded 2-core machine
 
 
 def _status(run_dir: Path):
-    return read_json(run_dir / resume.STATUS_FILE) or {}
+    return read_json(run_dir / files.STATUS_FILE) or {}
 
 
 @pytest.fixture(scope="module")
@@ -325,7 +325,7 @@ def killed_and_resumed(tiny_dir, tmp_path_factory):
         run.wait_for(lambda: (ckpt / "global_step_3").exists(), START_TIMEOUT, poll_s=0.01)
     finally:
         kill(run, "mid_checkpoint", "step 3 save_checkpoint")
-    seen["step3_marked_at_kill"] = (ckpt / "global_step_3" / resume.MARKER).exists()
+    seen["step3_marked_at_kill"] = (ckpt / "global_step_3" / checkpoints.MARKER).exists()
     seen["step3_files_at_kill"] = sorted(
         str(p.relative_to(ckpt / "global_step_3")) for p in (ckpt / "global_step_3").rglob("*") if p.is_file()
     )
@@ -351,15 +351,15 @@ def test_kills_landed_where_intended(killed_and_resumed):
 @pytest.mark.e2e
 def test_each_start_resumed_from_the_last_complete_checkpoint(killed_and_resumed):
     assert killed_and_resumed["final_rc"] == 0, killed_and_resumed["final_log"][-4000:]
-    records = read_jsonl(killed_and_resumed["run_dir"] / resume.RESUME_LOG)
+    records = read_jsonl(killed_and_resumed["run_dir"] / files.RESUME_LOG)
     assert [r["resume_step"] for r in records] == [0, 1, 1, 2]
     # The interrupted step-3 checkpoint was seen and refused, then moved out of the way.
     assert "3" in records[-1]["rejected"]
     ckpt = killed_and_resumed["ckpt"]
     assert (ckpt / "global_step_3.incomplete").is_dir()
-    assert (ckpt / resume.TRACKER).read_text().strip() == str(STEPS)
+    assert (ckpt / checkpoints.TRACKER).read_text().strip() == str(STEPS)
     for step in range(1, STEPS + 1):
-        assert resume.verify_marked(str(ckpt / f"global_step_{step}"), step) is None
+        assert checkpoints.verify_marked(str(ckpt / f"global_step_{step}"), step) is None
     assert "resuming after step 2" in killed_and_resumed["final_log"]
 
 
@@ -371,7 +371,7 @@ def test_data_order_continues_exactly(killed_and_resumed, tiny_dir):
 
     from verl.trainer.ppo.utils import create_rl_sampler
 
-    records = read_jsonl(killed_and_resumed["run_dir"] / resume.PROMPTS_FILE)
+    records = read_jsonl(killed_and_resumed["run_dir"] / files.PROMPTS_FILE)
     steps = [r["step"] for r in records]
     assert steps == sorted(steps) and set(steps) == set(range(1, STEPS + 1))
     taken = [i for r in records for i in r["index"]]

@@ -267,7 +267,7 @@ def test_consumption_metrics_measure_staleness_and_carried_tokens():
 
 
 def test_progress_line_shows_the_tail_and_the_cut():
-    from recipe.dapo_ascend.progress import format_step
+    from verl_ascend.run.progress import format_step
 
     base = {"critic/score/mean": 0.5, "reward_extra/acc/mean": 0.5, "response_length/mean": 9.0}
     off = format_step({"step": 3, "data": {**base, "rollout_tail/tail_fraction": 0.25, "rollout_tail/aborted_requests": 0}})
@@ -294,7 +294,7 @@ def test_every_setting_is_in_the_base_config_and_the_docs():
 def test_router_is_installed_through_upstreams_router_config_path(tmp_path, monkeypatch):
     from verl.workers.rollout.router import _load_router_yaml, _resolve_router_class
 
-    from recipe.dapo_ascend.resume import ENV_RUN_DIR
+    from verl_ascend.run.files import ENV_RUN_DIR
     from recipe.dapo_ascend.rollout_tail.mixin import write_router_yaml
 
     monkeypatch.setenv(ENV_RUN_DIR, str(tmp_path))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from recipe.dapo_ascend import resume, run_guard
+from verl_ascend.run import checkpoints, files, run_guard
 from tests.recipe.fault_helpers import RecipeRun, read_jsonl, recipe_env
 from tests.recipe.helpers import run_recipe
 
@@ -98,8 +98,8 @@ def test_same_size_corrupted_shard_falls_back_with_the_reason(scenario):
     ckpt = scenario["ckpt"]
     assert (ckpt / "global_step_3.incomplete").is_dir()  # kept for inspection, out of upstream's way
     for step in (1, 2, 3, 4):
-        assert resume.verify_marked(str(ckpt / f"global_step_{step}"), step, content=True) is None
-    record = read_jsonl(scenario["run_dir"] / resume.RESUME_LOG)[-1]
+        assert checkpoints.verify_marked(str(ckpt / f"global_step_{step}"), step, content=True) is None
+    record = read_jsonl(scenario["run_dir"] / files.RESUME_LOG)[-1]
     assert record["resume_step"] == 2 and "checksum" in record["rejected"]["3"]
 
 

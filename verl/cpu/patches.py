@@ -29,7 +29,7 @@ import functools
 import sys
 
 from verl.cpu import vllm_hooks
-from verl.cpu.post_import import when_imported
+from verl_ascend.seams.post_import import when_imported
 
 ROLLOUT_NAME = "hf"
 ADAPTER_FQN = "verl.cpu.rollout.adapter.HFServerAdapter"

@@ -24,7 +24,7 @@ import functools
 import importlib.metadata
 import logging
 
-from verl.cpu.post_import import when_imported, while_importing
+from verl_ascend.seams.post_import import when_imported, while_importing
 
 logger = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ import tempfile
 import ray
 from omegaconf import OmegaConf, open_dict
 
-from recipe.dapo_ascend.resume import ENV_RUN_DIR, append_jsonl, write_atomic
+from verl_ascend.run.files import ENV_RUN_DIR, append_jsonl, write_atomic
 from recipe.dapo_ascend.rollout_tail.balancer import ROUTER_CLASS
 from recipe.dapo_ascend.rollout_tail.client import TailAwareClient
 from recipe.dapo_ascend.rollout_tail.policy import TailPolicy
 from recipe.dapo_ascend.rollout_tail.sampler import TailCuttingSampler, TailMeter
-from recipe.dapo_ascend.watchdog import rollout_servers
+from verl_ascend.run.watchdog import rollout_servers
 
 LEDGER_FILE = "rollout_groups.jsonl"
 ROUTER_FILE = "router.yaml"

@@ -23,6 +23,8 @@ import itertools
 import torch
 import torch.nn.functional as F
 
+from verl.ascend.ops.limits import ROTARY_MAX_HEAD_DIM
+
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 # Half-mode rotary: which leading dims of r1/r2 may be full (1) or broadcast (0), per layout,
@@ -33,7 +35,6 @@ ROTARY_HALF_LAYOUT_MASKS: dict[str, tuple[tuple[int, int, int], ...]] = {
     "BSND": ((0, 1, 0), (1, 1, 0), (1, 1, 1)),
     "SBND": ((1, 0, 0), (1, 1, 0), (1, 1, 1)),
 }
-ROTARY_MAX_HEAD_DIM = 896  # exclusive upper bound on D documented for npu_rotary_mul
 
 
 def _check_float(name: str, t: torch.Tensor) -> None:

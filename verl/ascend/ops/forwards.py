@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from verl.ascend.emulator.fused_ops import ROTARY_MAX_HEAD_DIM
+from verl.ascend.ops.limits import ROTARY_MAX_HEAD_DIM
 
 SILU_NAMES = ("silu", "swish")
 

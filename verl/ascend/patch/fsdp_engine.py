@@ -75,6 +75,6 @@ def unpatch_module(module) -> None:
 
 def install() -> None:
     """Arm the patch; it is applied when (or if) upstream imports the target module."""
-    from verl.cpu.post_import import when_imported
+    from verl_ascend.seams.post_import import when_imported
 
     when_imported(TARGET_MODULE, patch_module)

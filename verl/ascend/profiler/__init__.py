@@ -1,11 +1,6 @@
-"""Profiling for verl-ascend: the bottleneck report, trace checks and offline NPU parsing.
+"""Deprecated alias (kept for one release): the report moved to the neutral package ``verl_ascend.report``.
 
-* ``python -m verl.ascend.profiler.report DIR [DIR...]`` -- the article's table from what a profiled
-  run leaves (traces, torch_npu text export, metrics log), as text, JSON and plots.
-* :func:`verl.ascend.profiler.check.check_traces` -- called after each profiled step; says loudly
-  when an asked-for trace is not on disk, and why.
-* ``python -m verl.ascend.profiler.offline DIR`` -- parse raw torch_npu data whose online parse failed.
-
-Nothing here imports torch, torch_npu or upstream verl at import time: the report must run on any
-machine, in a lean process (see ``report.relaunch_without_upstream_init``).
+``python -m verl.ascend.profiler``, ``python -m verl.ascend.profiler.report`` and
+``python -m verl.ascend.profiler.offline`` hand over to ``verl_ascend.report`` (same arguments). Use
+``python -m verl_ascend.report``: it does not pay upstream's ``verl/__init__`` (torch, Ray) first.
 """

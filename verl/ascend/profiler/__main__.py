@@ -1,9 +1,6 @@
-"""``python -m verl.ascend.profiler DIR...`` is the report (same as ``python -m verl.ascend.profiler.report``)."""
+"""Deprecated alias of ``python -m verl_ascend.report`` (kept for one release)."""
 
-import sys
-
-from verl.ascend.profiler.report import main, relaunch_without_upstream_init
+import runpy
 
 if __name__ == "__main__":
-    relaunch_without_upstream_init("verl.ascend.profiler.report")
-    sys.exit(main())
+    runpy.run_module("verl_ascend.report", run_name="__main__", alter_sys=True)

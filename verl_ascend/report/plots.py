@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from verl.ascend.profiler import intervals
-from verl.ascend.profiler.lanes import LaneStats
+from verl_ascend.report import intervals
+from verl_ascend.report.lanes import LaneStats
 
 _COLORS = {
     "gen": "#d62728", "reward": "#bcbd22", "old_log_prob": "#1f77b4", "ref": "#808000", "values": "#17becf",

@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from verl.ascend.doctor.findings import WARN, Finding
-from verl.ascend.doctor.view import ACTOR, ConfigView
+from verl_ascend.checks.findings import WARN, Finding
+from verl_ascend.checks.view import ACTOR, ConfigView
 
 REFERENCE_BY_STRATEGY = {
     "megatron": "_generated_ppo_megatron_trainer.yaml",
@@ -47,7 +47,7 @@ OPTIONAL_KEYS = (
     "actor_rollout_ref.model.task_type",
     "actor_rollout_ref.model.lora.fully_sharded_loras",
     "actor_rollout_ref.actor.fsdp_config.mixed_precision",
-    # Read by this project's recipe (recipe/dapo_ascend/data_check.py), not by upstream.
+    # Read by this project's data check (verl_ascend/checks/data_check.py), not by upstream.
     "data.skip_bad_rows",
 )
 # Sections whose unknown *mapping* children are per-mode settings (trainer.v1.<trainer_mode>).

@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from verl.ascend.doctor.findings import ERROR, INFO, Finding
-from verl.ascend.doctor.view import ROLLOUT, ConfigView
+from verl_ascend.checks.findings import ERROR, INFO, Finding
+from verl_ascend.checks.view import ROLLOUT, ConfigView
 
 MODEL_PATH = "actor_rollout_ref.model.path"
 

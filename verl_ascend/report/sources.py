@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from verl.ascend.profiler.metrics_log import looks_like_metrics_log
-from verl.ascend.profiler.problems import InputProblem
-from verl.ascend.profiler.settings import Settings
+from verl_ascend.report.metrics_log import looks_like_metrics_log
+from verl_ascend.report.problems import InputProblem
+from verl_ascend.report.settings import Settings
 
 ENV_PROFILE_NAMES = ("env_profile.json", "env_profile.yaml", "env_profile.yml")
 RUN_CONFIG_NAMES = ("config.yaml",)  # as written by Hydra into .hydra/
@@ -125,12 +125,12 @@ def _add_ascend(inv: Inventory, directory: Path, rel: str, settings: Settings) -
             str(directory),
             "holds only the Db export (" + ", ".join(p.name for p in dbs) + "): upstream verl's npu tool exports "
             "ExportType.Db, which this report does not read. Re-export it as text with "
-            f"`python -m verl.ascend.profiler.offline {directory} --export-type text`, then rerun the report"))
+            f"`python -m verl_ascend.report.offline {directory} --export-type text`, then rerun the report"))
     elif raw:
         inv.problems.append(InputProblem(
             str(directory),
             "raw NPU profiler data that was never parsed (the online parse failed or analysis was off): run "
-            f"`python -m verl.ascend.profiler.offline {directory}` and rerun the report"))
+            f"`python -m verl_ascend.report.offline {directory}` and rerun the report"))
     else:
         inv.problems.append(InputProblem(str(directory), "a torch_npu output directory with nothing readable in it"))
 

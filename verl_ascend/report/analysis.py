@@ -18,9 +18,9 @@ import math
 from collections import defaultdict
 from typing import Optional
 
-from verl.ascend.profiler.lanes import LaneStats
-from verl.ascend.profiler.metrics_log import GEN_SPREAD_KEYS, MetricsLog
-from verl.ascend.profiler.settings import Settings
+from verl_ascend.report.lanes import LaneStats
+from verl_ascend.report.metrics_log import GEN_SPREAD_KEYS, MetricsLog
+from verl_ascend.report.settings import Settings
 
 
 def _r(x: Optional[float], nd: int = 9) -> Optional[float]:

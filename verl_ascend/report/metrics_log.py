@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from verl.ascend.profiler.problems import InputFormatError, InputProblem
+from verl_ascend.report.problems import InputFormatError, InputProblem
 
 TIMING_PREFIX = "timing_s/"
 # Per-sample generation time spread from upstream's agent loop (experimental/agent_loop/agent_loop.py

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import yaml
 
-from verl.ascend.profiler.problems import InputFormatError, InputProblem
+from verl_ascend.report.problems import InputFormatError, InputProblem
 
 _MISSING = object()
 

@@ -21,8 +21,8 @@ from typing import Optional
 
 import numpy as np
 
-from verl.ascend.profiler import intervals
-from verl.ascend.profiler.ascend_csv import (
+from verl_ascend.report import intervals
+from verl_ascend.report.ascend_csv import (
     KERNEL_DETAILS,
     OPERATOR_DETAILS,
     STEP_TRACE,
@@ -30,9 +30,9 @@ from verl.ascend.profiler.ascend_csv import (
     read_operator_details,
     read_step_trace_time,
 )
-from verl.ascend.profiler.chrome_trace import ChromeTraceReader, TraceFormatError, TraceTruncatedError
-from verl.ascend.profiler.problems import InputFormatError, InputProblem
-from verl.ascend.profiler.settings import Settings
+from verl_ascend.report.chrome_trace import ChromeTraceReader, TraceFormatError, TraceTruncatedError
+from verl_ascend.report.problems import InputFormatError, InputProblem
+from verl_ascend.report.settings import Settings
 
 # Event classes kept in the per-lane arrays.
 _OTHER, _KERNEL, _HOST = 0, 1, 2

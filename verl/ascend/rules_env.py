@@ -5,6 +5,9 @@ code that turns config and environment into the variables each process gets; a s
 would drift from what actually runs. Each ``EnvConflictError`` from its ``find_conflicts`` becomes
 an error finding with the same rule id and keys; the profile's own warnings (e.g. AIV below TP 8)
 become warnings.
+
+Registered with the neutral ``verl_ascend.checks`` by this backend (entry point ``verl_ascend.checks:
+ascend = verl.ascend.rules_env:register_checks`` in setup.py).
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from verl.ascend.doctor.findings import ERROR, INFO, WARN, Finding
-from verl.ascend.doctor.view import ConfigView
+from verl_ascend.checks.findings import ERROR, INFO, WARN, Finding
+from verl_ascend.checks.view import ConfigView
 
 _WARNING_ID = re.compile(r"^\[(?P<rule>[A-Za-z0-9_]+)\]\s*(?P<message>.*)$", re.S)
 
@@ -54,3 +57,10 @@ def env_conflicts(view: ConfigView) -> Iterator[Finding]:
 
 
 RULES = (env_conflicts,)
+
+
+def register_checks() -> None:
+    """Entry point (group ``verl_ascend.checks``): the Ascend env-profile rules."""
+    from verl_ascend import checks
+
+    checks.register(*RULES)

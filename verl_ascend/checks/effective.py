@@ -11,7 +11,7 @@ verl's own config dataclasses, whose ``__post_init__`` validation then runs here
 - the vLLM engine arguments verl's rollout server would pass (``vllm_async_server.py``: the
   rollout config's fields plus ``engine_kwargs.vllm`` verbatim, with the env profile's
   ``additional_config`` merged in as ``apply_to_config`` delivers it);
-- the environment of each role (the env profile).
+- the environment of each role (the env profile, given by the caller: this package imports no backend).
 
 Used by ``DRY_RUN=1`` (printed), preflight (:func:`build_upstream_configs`) and the doctor
 (``rules_effective``).
@@ -94,12 +94,14 @@ def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
     return [(prefix, value)]
 
 
-def effective_settings(config: DictConfig, environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """Section title -> {consumed key: value}; raises :class:`UpstreamConfigError`."""
-    from verl.ascend.env_profile import evaluate_env_profile
+def effective_settings(config: DictConfig, profile: Any = None) -> dict[str, dict[str, Any]]:
+    """Section title -> {consumed key: value}; raises :class:`UpstreamConfigError`.
 
+    ``profile`` is the device backend's env profile for this config (the Ascend backend's
+    ``verl.ascend.env_profile.evaluate_env_profile``), injected by the caller: it adds vLLM's
+    ``additional_config`` and the target stack. None leaves both out.
+    """
     built = build_upstream_configs(config)
-    profile, _errors = evaluate_env_profile(config, environ)
     sections: dict[str, dict[str, Any]] = {}
     actor = built.get("actor")
     if actor is not None:
@@ -111,15 +113,16 @@ def effective_settings(config: DictConfig, environ: Mapping[str, str] | None = N
         args = vllm_engine_args(rollout, profile)
         flat = dict(item for k, v in args.items() for item in _flatten(f"{ROLLOUT} -> vllm.{k}", v))
         sections["vLLM engine arguments (verl/workers/rollout/vllm_rollout/vllm_async_server.py)"] = flat
-    stack = {f"{name}": surface.describe() for name, surface in profile.stack.items()}
-    sections["target stack (verl/ascend/stack.py)"] = stack
+    if profile is not None:
+        stack = {f"{name}": surface.describe() for name, surface in profile.stack.items()}
+        sections["target stack (verl/ascend/stack.py)"] = stack
     return sections
 
 
-def render(config: DictConfig, environ: Mapping[str, str] | None = None) -> list[str]:
+def render(config: DictConfig, profile: Any = None) -> list[str]:
     """The effective settings as ``key: value`` lines (for DRY_RUN); an upstream refusal as a comment."""
     try:
-        sections = effective_settings(config, environ)
+        sections = effective_settings(config, profile)
     except UpstreamConfigError as exc:
         return [f"# not resolved: {exc}", "# (the doctor below refuses the run: upstream_config_rejected)"]
     lines = []

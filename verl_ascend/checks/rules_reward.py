@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from verl.ascend.doctor.findings import ERROR, INFO, WARN, Finding
-from verl.ascend.doctor.view import ConfigView
+from verl_ascend.checks.findings import ERROR, INFO, WARN, Finding
+from verl_ascend.checks.view import ConfigView
 
 # Top-level legacy sections upstream's main_ppo no longer reads, and where each setting lives now.
 LEGACY_SECTIONS = ("reward_model", "custom_reward_function", "sandbox_fusion")

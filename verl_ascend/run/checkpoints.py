@@ -1,4 +1,4 @@
-"""Resume after a crash (even ``kill -9``) with nothing lost and nothing counted twice.
+"""Checkpoint selection and run preparation: resume after a crash (even ``kill -9``) with nothing lost and nothing counted twice.
 
 Upstream verl 0.9.1 checkpoints every ``trainer.save_freq`` steps into
 ``<default_local_dir>/global_step_<N>/`` (actor shards from every rank, then the dataloader
@@ -44,114 +44,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from verl_ascend.run.files import (
+    ENV_METRICS_APPEND,
+    ENV_RUN_DIR,
+    HISTORY_FILES,
+    RESUME_LOG,
+    append_jsonl,
+    side_file_for,
+    trim_jsonl,
+    write_atomic,
+)
+
 MARKER = "verl_ascend_complete.json"
 TRACKER = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 INCOMPLETE_SUFFIX = ".incomplete"
 
-# Environment shared by the driver and the trainer (exported to every Ray worker).
-ENV_RUN_DIR = "VERL_ASCEND_RUN_DIR"
-ENV_METRICS_APPEND = "VERL_ASCEND_METRICS_APPEND"
-
-PROMPTS_FILE = "prompts.jsonl"
-STATUS_FILE = "status.json"
-RESUME_LOG = "resume.jsonl"
-
 
 def _log(message: str) -> None:
     print(f"[verl-ascend] resume: {message}", flush=True)
-
-
-# ----------------------------------------------------------------------------- atomic files
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    """Write ``path`` so that a reader (or a restart after a kill) sees the old or the new bytes."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        # A full disk or a kill signal mid-write: leave no half-written temporary behind.
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(os.path.dirname(os.path.abspath(path)))
-
-
-def append_jsonl(path: str, record: dict) -> None:
-    """One ``write`` per record on an ``O_APPEND`` file: a kill leaves whole lines (or a torn last one)."""
-    line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
-
-
-def read_jsonl(path: str) -> list[dict]:
-    """Records of a JSON-lines file; a torn or garbled line (a kill mid-write) is dropped."""
-    if not os.path.exists(path):
-        return []
-    records = []
-    with open(path, "rb") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-    return records
-
-
-def trim_jsonl(path: str, max_step: int, side_file: Optional[str] = None) -> tuple[int, int]:
-    """Keep the records whose ``step`` is <= ``max_step`` (atomically); returns (kept, dropped).
-
-    The dropped lines (records of steps that will be trained again, torn lines) are appended to
-    ``side_file`` first, so trimming never destroys anything."""
-    if not os.path.exists(path):
-        return 0, 0
-    with open(path, "rb") as f:
-        lines = f.read().splitlines()
-    kept, dropped = [], []
-    for line in lines:
-        try:
-            step = int(json.loads(line)["step"])
-        except (ValueError, KeyError, TypeError):
-            step = None
-        (kept if step is not None and step <= max_step else dropped).append(line + b"\n")
-    if not dropped:
-        return len(kept), 0
-    if side_file:
-        with open(side_file, "ab") as f:
-            f.write(b"".join(dropped))
-            f.flush()
-            os.fsync(f.fileno())
-    write_atomic(path, b"".join(kept))
-    return len(kept), len(dropped)
-
-
-def side_file_for(path: str, stamp: str) -> str:
-    """``metrics.jsonl`` -> ``metrics.trimmed-20261130T142500Z.jsonl`` (same folder)."""
-    stem, ext = os.path.splitext(path)
-    return f"{stem}.trimmed-{stamp}{ext}"
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -394,7 +305,22 @@ def repair_checkpoints(
 
 
 # ----------------------------------------------------------------------------- driver side
-HISTORY_FILES = ("metrics.jsonl", PROMPTS_FILE, "rollout_groups.jsonl")
+def default_metrics_path(config) -> str:
+    """Where the file logger writes when nothing else is asked: ``$VERL_ASCEND_OUTPUT_DIR/<experiment>/metrics.jsonl``."""
+    out = os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs")
+    return os.path.abspath(os.path.join(out, config.trainer.experiment_name, "metrics.jsonl"))
+
+
+def export_to_workers(config, env: dict[str, str]) -> None:
+    """Set ``env`` here and in the Ray runtime env, so every worker on every node sees it."""
+    from omegaconf import open_dict
+
+    os.environ.update(env)
+    with open_dict(config):
+        runtime_env = config.ray_kwargs.ray_init.setdefault("runtime_env", {})
+        env_vars = runtime_env.setdefault("env_vars", {})
+        for key, value in env.items():
+            env_vars[key] = value
 
 
 def run_dir_for(config, metrics_path: Optional[str]) -> str:
@@ -418,8 +344,6 @@ class Plan:
 
 def metrics_path_for(config) -> Optional[str]:
     """The path the entry point hands upstream's file logger (None when it is not enabled)."""
-    from recipe.dapo_ascend.main_dapo import default_metrics_path
-
     loggers = config.trainer.get("logger", []) or []
     if "file" not in ([loggers] if isinstance(loggers, str) else loggers):
         return None
@@ -477,8 +401,6 @@ def prepare_run(config, plan: Plan) -> int:
     """
     from omegaconf import open_dict
 
-    from recipe.dapo_ascend.main_dapo import export_to_workers
-
     trainer, run_dir, metrics_path, step = config.trainer, plan.run_dir, plan.metrics_path, plan.step
     with open_dict(config):
         trainer.default_local_dir = plan.checkpoint_dir
@@ -522,137 +444,3 @@ def prepare_run(config, plan: Plan) -> int:
         env["VERL_FILE_LOGGER_PATH"] = os.path.abspath(metrics_path)
     export_to_workers(config, env)
     return step
-
-
-# ----------------------------------------------------------------------------- trainer side
-def install_metrics_append() -> bool:
-    """Runtime patch: upstream's ``FileLogger`` appends to ``$VERL_FILE_LOGGER_PATH`` instead of
-    truncating it (``open(path, "wb")`` in verl 0.9.1 ``utils/tracking.py``).
-
-    Switched on by ``VERL_ASCEND_METRICS_APPEND=1`` (set by the recipe's entry point after it has
-    trimmed the file to the resumed step); installed in the process that builds ``Tracking``.
-    Remove when upstream's FileLogger appends (``tests/recipe/test_resume.py`` fails then).
-    """
-    if os.environ.get(ENV_METRICS_APPEND, "0") != "1":
-        return False
-    from verl.utils import tracking
-
-    if getattr(tracking.FileLogger, "_verl_ascend_appends", False):
-        return True
-    upstream = tracking.FileLogger
-
-    class AppendingFileLogger(upstream):
-        _verl_ascend_appends = True
-
-        def __init__(self, project_name: str, experiment_name: str):
-            path = os.environ.get("VERL_FILE_LOGGER_PATH")
-            if not path:
-                super().__init__(project_name, experiment_name)
-                return
-            self.project_name = project_name
-            self.experiment_name = experiment_name
-            self.filepath = path
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            print(f"Appending file logger at {os.path.abspath(path)}")
-            self.fp = open(path, "ab", buffering=0)
-
-    AppendingFileLogger.__name__ = upstream.__name__
-    AppendingFileLogger.__qualname__ = upstream.__qualname__
-    tracking.FileLogger = AppendingFileLogger
-    return True
-
-
-def _ints(value) -> list:
-    if value is None:
-        return []
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    elif hasattr(value, "data") and not isinstance(value, (list, tuple)):
-        value = value.data
-    if not isinstance(value, (list, tuple)):
-        value = [value]
-    out = []
-    for v in value:
-        v = getattr(v, "data", v)
-        try:
-            out.append(int(v))
-        except (TypeError, ValueError):
-            out.append(str(v))
-    return out
-
-
-class CheckpointJournalMixin:
-    """Mixed into the recipe's trainer (before upstream's trainer class in the bases).
-
-    - marks a checkpoint complete once its files are written and its step's metrics logged;
-    - appends the ``index`` of every prompt taken from the dataloader to ``prompts.jsonl``;
-    - keeps ``status.json`` (step, phase) current;
-    - appends metrics instead of truncating them (``install_metrics_append``).
-    """
-
-    def __init__(self, config, *args, **kwargs):
-        super().__init__(config, *args, **kwargs)
-        self._journal_dir = os.environ.get(ENV_RUN_DIR) or None
-        self._pending_marker: Optional[tuple[str, int]] = None
-        install_metrics_append()
-
-    # -- status and prompt ledger ------------------------------------------------------------
-    def _journal_status(self, phase: str, step: Optional[int] = None) -> None:
-        if not self._journal_dir:
-            return
-        step = int(getattr(self, "global_steps", 0)) if step is None else step
-        status = {"step": step, "phase": phase, "pid": os.getpid(), "time": time.time()}
-        try:
-            write_atomic(os.path.join(self._journal_dir, STATUS_FILE), json.dumps(status).encode())
-        except OSError:
-            pass
-
-    def _fetch_one_gen_batch(self):
-        batch = super()._fetch_one_gen_batch()
-        if self._journal_dir:
-            index = batch.get("index", None) if hasattr(batch, "get") else None
-            append_jsonl(
-                os.path.join(self._journal_dir, PROMPTS_FILE),
-                {"step": int(self.global_steps), "index": _ints(index)},
-            )
-        return batch
-
-    def on_sample_begin(self):
-        self._journal_status("rollout")
-        return super().on_sample_begin()
-
-    def _update_actor(self, batch, metrics):
-        self._journal_status("update_actor")
-        return super()._update_actor(batch, metrics)
-
-    # -- checkpoints ---------------------------------------------------------------------------
-    def _save_checkpoint(self):
-        self._journal_status("save_checkpoint")
-        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
-        # Saving into a folder that already exists (a rolled-back tracker) must not leave its old
-        # marker vouching for files being rewritten.
-        remove_marker(folder)
-        super()._save_checkpoint()
-        if self.config.actor_rollout_ref.actor.get("checkpoint", {}).get("async_save", False):
-            return  # upstream writes no tracker either: nothing is known to be complete
-        self._pending_marker = (folder, int(self.global_steps))
-
-    def _commit_checkpoint(self) -> None:
-        """Called once the step that saved the checkpoint has logged its metrics."""
-        if self._pending_marker is None:
-            return
-        folder, step = self._pending_marker
-        self._pending_marker = None
-        write_marker(folder, step)
-
-    def on_step_begin(self):
-        self._commit_checkpoint()
-        self._journal_status("step_begin")
-        return super().on_step_begin()
-
-    def fit(self, *args, **kwargs):
-        result = super().fit(*args, **kwargs)
-        self._commit_checkpoint()
-        # Upstream's counter ends one past the last step it trained.
-        self._journal_status("finished", step=int(getattr(self, "global_steps", 1)) - 1)
-        return result

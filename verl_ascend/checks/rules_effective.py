@@ -18,9 +18,9 @@ from importlib.metadata import version
 
 from omegaconf import OmegaConf
 
-from verl.ascend.doctor.findings import ERROR, INFO, WARN, Finding
-from verl.ascend.doctor.view import ACTOR, ConfigView
-from verl.ascend.effective import UpstreamConfigError, build_upstream_configs, unread_keys
+from verl_ascend.checks.findings import ERROR, INFO, WARN, Finding
+from verl_ascend.checks.view import ACTOR, ConfigView
+from verl_ascend.checks.effective import UpstreamConfigError, build_upstream_configs, unread_keys
 
 
 def upstream_config_objects(view: ConfigView) -> Iterator[Finding]:
@@ -46,7 +46,7 @@ def _same(a, b) -> bool:
 
 
 def keys_never_read(view: ConfigView) -> Iterator[Finding]:
-    from verl.ascend.effective import UNREAD_KEYS_PATH
+    from verl_ascend.checks.effective import UNREAD_KEYS_PATH
 
     listed = unread_keys()
     installed = version("verl")

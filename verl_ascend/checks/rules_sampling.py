@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from verl.ascend.doctor.findings import ERROR, WARN, Finding
-from verl.ascend.doctor.view import ConfigView
+from verl_ascend.checks.findings import ERROR, WARN, Finding
+from verl_ascend.checks.view import ConfigView
 
 FG = "algorithm.filter_groups"
 # trainer.v1.trainer_mode values for which upstream's _build_replay_buffer builds the synchronous
 # ReplayBuffer (the only one that reads max_inflight_gen_batches): it tests `trainer_mode == "sync"`,
 # so a registered trainer under another name gets ReplayBufferAsync unless it maps its mode to sync.
-# "dapo_ascend" (recipe/dapo_ascend/trainer.py) runs as upstream's "sync" trainer.
-SYNC_TRAINER_MODES = ("sync", "dapo_ascend")
+# A recipe whose trainer runs as upstream's "sync" trainer adds its mode with
+# ``verl_ascend.checks.register_sync_trainer_mode`` (the DAPO recipe adds "dapo_ascend").
+SYNC_TRAINER_MODES = {"sync"}
 
 
 def dynamic_sampling_ignored(view: ConfigView) -> Iterator[Finding]:
@@ -90,37 +91,4 @@ def dynamic_sampling_knobs(view: ConfigView) -> Iterator[Finding]:
         )
 
 
-TAIL = "trainer.v1.dapo_ascend.rollout_tail"
-
-
-def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
-    """The recipe's rollout long-tail policy (recipe/dapo_ascend/rollout_tail) acts only in the
-    ``dapo_ascend`` trainer; with carry-over, part of each trained batch comes from last step's
-    weights, which only rollout-correction importance weights account for in the loss."""
-    if not view.get_bool(f"{TAIL}.enable"):
-        return
-    mode = view.get("trainer.v1.trainer_mode", "sync")
-    if mode != "dapo_ascend" or not view.uses_v1_trainer:
-        yield Finding(
-            "rollout_tail_ignored",
-            ERROR,
-            f"{TAIL}.enable=True but trainer.v1.trainer_mode={mode!r}"
-            f"{'' if view.uses_v1_trainer else ' and trainer.use_v1=False'}: only the recipe's 'dapo_ascend' "
-            "trainer (V1) reads it, so nothing would be over-provisioned or cut. Set "
-            "trainer.v1.trainer_mode=dapo_ascend.",
-            (f"{TAIL}.enable", "trainer.v1.trainer_mode"),
-        )
-        return
-    if view.get_bool(f"{TAIL}.carry_over", True) and not view.get("algorithm.rollout_correction.rollout_is"):
-        yield Finding(
-            "rollout_tail_off_policy_uncorrected",
-            WARN,
-            f"{TAIL}.carry_over=True trains tokens sampled with the previous step's weights (up to "
-            f"{TAIL}.max_staleness steps old) but algorithm.rollout_correction.rollout_is is unset, so the loss "
-            "treats them as on-policy. Set algorithm.rollout_correction.rollout_is=token (truncated importance "
-            "weights), or carry_over=False to drop aborted responses instead.",
-            (f"{TAIL}.carry_over", "algorithm.rollout_correction.rollout_is"),
-        )
-
-
-RULES = (dynamic_sampling_ignored, dynamic_sampling_knobs, rollout_tail_policy)
+RULES = (dynamic_sampling_ignored, dynamic_sampling_knobs)

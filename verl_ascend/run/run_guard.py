@@ -194,7 +194,7 @@ class RunLock:
     @staticmethod
     def record_owner(folder: str) -> None:
         """Say who holds the lock; written once the run is committed to start."""
-        from recipe.dapo_ascend.resume import write_atomic
+        from verl_ascend.run.files import write_atomic
 
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time(), "command": " ".join(os.sys.argv)}
         write_atomic(os.path.join(folder, OWNER_FILE), json.dumps(owner).encode())
@@ -203,7 +203,7 @@ class RunLock:
 # ----------------------------------------------------------------------------- history
 def history_steps(run_dir: str, files: tuple[str, ...]) -> dict[str, int]:
     """``{file: highest step recorded}`` for the run's history files that hold records."""
-    from recipe.dapo_ascend.resume import read_jsonl
+    from verl_ascend.run.files import read_jsonl
 
     found = {}
     for name in files:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from verl.ascend.doctor.findings import ERROR, WARN, Finding
-from verl.ascend.doctor.view import ACTOR, REF, ROLLOUT, ConfigView
+from verl_ascend.checks.findings import ERROR, WARN, Finding
+from verl_ascend.checks.view import ACTOR, REF, ROLLOUT, ConfigView
 
 
 def rollout_tp_layout(view: ConfigView) -> Iterator[Finding]:

@@ -12,9 +12,9 @@ no NPU kernels, or no env profile).
 
 from __future__ import annotations
 
-from verl.ascend.profiler.lanes import LaneStats
-from verl.ascend.profiler.run_settings import RunSettings
-from verl.ascend.profiler.settings import Settings
+from verl_ascend.report.lanes import LaneStats
+from verl_ascend.report.run_settings import RunSettings
+from verl_ascend.report.settings import Settings
 
 ROLLOUT = "actor_rollout_ref.rollout"
 ACTOR = "actor_rollout_ref.actor"

@@ -21,7 +21,7 @@ instance, no upstream code is patched:
   again so a death between polls is reported as such, not as a downstream symptom.
 
 There are no retries: a failed step ends the run with a non-zero exit and the clear error, and
-running the same command again resumes from the last complete checkpoint (``resume.py``).
+running the same command again resumes from the last complete checkpoint (``verl_ascend/run/checkpoints.py``).
 
 Config (top-level section of the recipe's configs, defaults in ``DEFAULTS``)::
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from verl.ascend.profiler.problems import InputFormatError, InputProblem
+from verl_ascend.report.problems import InputFormatError, InputProblem
 
 STEP_TRACE = "step_trace_time.csv"
 KERNEL_DETAILS = "kernel_details.csv"

@@ -14,8 +14,8 @@ import functools
 import inspect
 from collections.abc import Iterator
 
-from verl.ascend.doctor.findings import WARN, Finding
-from verl.ascend.doctor.view import ACTOR, ConfigView
+from verl_ascend.checks.findings import WARN, Finding
+from verl_ascend.checks.view import ACTOR, ConfigView
 
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
 

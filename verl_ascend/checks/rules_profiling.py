@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from verl.ascend.doctor.findings import ERROR, WARN, Finding
-from verl.ascend.doctor.view import ROLLOUT, ConfigView
+from verl_ascend.checks.findings import ERROR, WARN, Finding
+from verl_ascend.checks.view import ROLLOUT, ConfigView
 
 PROF = f"{ROLLOUT}.profiler"
 ROLLOUT_TOOLS = ("npu", "torch")

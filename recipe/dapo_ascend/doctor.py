@@ -1,0 +1,61 @@
+"""``python -m recipe.dapo_ascend.doctor [--config-name NAME] [--config-dir DIR] [--strict] [overrides...]``
+
+Composes a recipe config the way the entry point would (upstream-style Hydra overrides), reads the
+current environment, prints every finding and the verdict. Exit status: 0 accepted, 1 refused,
+2 the config cannot be composed. Starts nothing and touches no hardware.
+
+The rules are ``verl_ascend.checks``'s, plus those the backends and this recipe register there. This
+command lives in the recipe because it composes the recipe's configs; ``python -m verl.ascend.doctor``
+is its deprecated alias (kept for one release).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from verl_ascend.checks import IGNORE_ENV, STRICT_ENV, blocking, diagnose, format_report, strict_from_env
+
+DEFAULT_CONFIG = "dapo_qwen25_32b_npu"
+EXIT_OK, EXIT_REFUSED, EXIT_BAD_CONFIG = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m recipe.dapo_ascend.doctor",
+        description="Check a verl-ascend config for settings that silently do nothing or conflict.",
+        epilog=f"{STRICT_ENV}=1 is the same as --strict; {IGNORE_ENV}=rule_a,rule_b downgrades those rules to notes.",
+    )
+    parser.add_argument(
+        "--config-name", default=DEFAULT_CONFIG, help=f"recipe config to compose (default {DEFAULT_CONFIG})"
+    )
+    parser.add_argument("--config-dir", default=None, help="folder holding the config (default: the recipe's config/)")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    parser.add_argument(
+        "overrides", nargs="*", help="upstream-style Hydra overrides, e.g. data.max_response_length=1234"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from recipe.dapo_ascend.config_utils import CONFIG_DIR, ConfigError, compose
+
+    try:
+        config = compose(args.config_name, args.overrides, args.config_dir or CONFIG_DIR)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    from recipe.dapo_ascend import config_schema  # the typed view preflight and DRY_RUN apply
+
+    if config_schema.refuse(config):
+        return EXIT_BAD_CONFIG
+    strict = args.strict or strict_from_env()
+    findings = diagnose(config)
+    print(format_report(findings, strict))
+    return EXIT_REFUSED if blocking(findings, strict) else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
