@@ -89,14 +89,18 @@ VARIABLES: tuple[EnvVar, ...] = (
 BY_NAME: dict[str, EnvVar] = {v.name: v for v in VARIABLES}
 
 
-def parse_bool(name: str, text: str) -> bool:
-    """THE boolean parser: 1/true/yes/on and 0/false/no/off/'' (any case); anything else names ``name``."""
-    word = text.strip().lower()
+def parse_bool(name: str, text: str | bool) -> bool:
+    """THE boolean parser: 1/true/yes/on and 0/false/no/off/'' (any case); anything else names ``name``.
+
+    Also used for config values read as switches (a YAML bool passes through)."""
+    if isinstance(text, bool):
+        return text
+    word = str(text).strip().lower()
     if word in TRUE_WORDS:
         return True
     if word in FALSE_WORDS:
         return False
-    raise EnvValueError(f"{name}={text!r}: expected one of {', '.join(TRUE_WORDS)} or {', '.join(w for w in FALSE_WORDS if w)}")
+    raise EnvValueError(f"{name}={text!r} is not a boolean: expected one of {', '.join(TRUE_WORDS)} or {', '.join(w for w in FALSE_WORDS if w)}")
 
 
 def _spec(name: str) -> EnvVar:

@@ -25,7 +25,9 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ascend.run.checkpoints import default_metrics_path, export_to_workers
+from verl_ascend import envs
+from verl_ascend.run.checkpoints import export_to_workers
+from verl_ascend.paths import RunPaths
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ def prepare(config: DictConfig) -> None:
 
 
 def run_doctor(config: DictConfig) -> None:
-    if os.environ.get("VERL_ASCEND_DOCTOR", "1") == "0":
+    if not envs.flag("VERL_ASCEND_DOCTOR"):
         logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor is skipped")
         return
     from verl_ascend import checks as doctor
@@ -94,7 +96,7 @@ def run(config: DictConfig) -> None:
     loggers = config.trainer.get("logger", []) or []
     printer = None
     if "file" in loggers:
-        path = os.environ.setdefault("VERL_FILE_LOGGER_PATH", default_metrics_path(config))
+        path = os.environ.setdefault("VERL_FILE_LOGGER_PATH", RunPaths.of(config).default_metrics)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         print(f"[verl-ascend] metrics: {path}", flush=True)
         printer = ProgressPrinter(path, total_steps=config.trainer.get("total_training_steps")).start()
@@ -108,7 +110,12 @@ def run(config: DictConfig) -> None:
 def main_with_config(config: DictConfig) -> int:
     from recipe.dapo_ascend.preflight import PreflightError
 
-    if os.environ.get("DRY_RUN", "0") not in ("", "0", "false", "False"):
+    try:
+        dry = envs.flag("DRY_RUN")
+    except envs.EnvValueError as exc:
+        print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if dry:
         from recipe.dapo_ascend import dry_run
 
         return int(dry_run.main(config) or 0)
@@ -119,7 +126,7 @@ def main_with_config(config: DictConfig) -> int:
     except NothingToTrain as exc:
         print(f"[verl-ascend] {exc}", flush=True)
         return 0
-    except PreflightError as exc:
+    except (PreflightError, envs.EnvValueError) as exc:
         print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
         return 2
     except Exception as exc:

@@ -41,8 +41,10 @@ def check_destination(config: DictConfig) -> None:
     """Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."""
     from verl_ascend.run import checkpoints, run_guard
 
-    run_dir, _ = checkpoints.run_paths(config)
-    out = os.path.abspath(os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs"))
+    from verl_ascend.paths import RunPaths
+
+    paths = RunPaths.of(config)
+    run_dir, out = paths.run_dir, paths.output_dir
     if os.path.commonpath([out, os.path.abspath(run_dir)]) != out and "VERL_FILE_LOGGER_PATH" not in os.environ:
         raise PreflightError(
             f"trainer.experiment_name={config.trainer.experiment_name!r} puts the run folder at {run_dir!r}, outside "

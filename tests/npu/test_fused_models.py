@@ -115,7 +115,7 @@ def test_switch_from_env_and_master_switch(monkeypatch, npu_device, spies):
 
 def test_bad_switch_value_names_the_variable(monkeypatch):
     monkeypatch.setenv("VERL_ASCEND_FUSED_ROTARY_MUL", "maybe")
-    with pytest.raises(ValueError, match="VERL_ASCEND_FUSED_ROTARY_MUL='maybe'.*accepted"):
+    with pytest.raises(ValueError, match="VERL_ASCEND_FUSED_ROTARY_MUL='maybe' is not a boolean: expected one of 1"):
         FusedOpSwitches.from_env()
 
 

@@ -63,7 +63,7 @@ def test_one_parser_for_every_boolean(text, value):
 
 
 def test_unreadable_values_name_the_variable_and_what_is_accepted():
-    with pytest.raises(envs.EnvValueError, match=r"DRY_RUN='maybe'.*1, true, yes, on.*0, false, no, off"):
+    with pytest.raises(envs.EnvValueError, match=r"DRY_RUN='maybe' is not a boolean.*1, true, yes, on.*0, false, no, off"):
         envs.flag("DRY_RUN", {"DRY_RUN": "maybe"})
     with pytest.raises(envs.EnvValueError, match=r"VERL_HF_ROLLOUT_THREADS='two': expected an integer"):
         envs.number("VERL_HF_ROLLOUT_THREADS", {"VERL_HF_ROLLOUT_THREADS": "two"})

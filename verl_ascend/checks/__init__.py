@@ -107,10 +107,9 @@ def diagnose(config: Any, environ: Mapping[str, str] | None = None) -> list[Find
 
 
 def strict_from_env(environ: Mapping[str, str] | None = None) -> bool:
-    import os
+    from verl_ascend import envs
 
-    value = (os.environ if environ is None else environ).get(STRICT_ENV, "")
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    return envs.flag(STRICT_ENV, environ)
 
 
 def blocking(findings: Iterable[Finding], strict: bool) -> list[Finding]:

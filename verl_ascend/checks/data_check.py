@@ -31,6 +31,8 @@ from typing import Any, Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from verl_ascend.paths import RunPaths
+
 SKIP_FLAG = "data.skip_bad_rows"
 CHUNK = 4096
 
@@ -264,9 +266,7 @@ def check_all_files(config: DictConfig, error_cls, check_lengths: bool = True, l
     """
     skip = bool(OmegaConf.select(config, SKIP_FLAG, default=False))
     length_fn = prompt_length_fn(config) if check_lengths else None
-    out_dir = os.path.join(
-        os.path.abspath(os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs")), str(config.trainer.experiment_name), "clean_data"
-    )
+    out_dir = RunPaths.of(config).clean_data
     usable: dict[str, int] = {}
     for key in ("train_files", "val_files"):
         value = config.data.get(key)

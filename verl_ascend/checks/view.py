@@ -47,9 +47,14 @@ class ConfigView:
             return default
 
     def get_bool(self, key: str, default: bool = False) -> bool:
+        from verl_ascend.envs import parse_bool
+
         value = self.get(key, default)
         if isinstance(value, str):
-            return value.strip().lower() in ("1", "true", "yes", "on")
+            try:
+                return parse_bool(key, value)
+            except ValueError:  # the schema rules report unreadable values; here it is just "not on"
+                return False
         return bool(value) if value is not None else default
 
     # --- quantities several rules need -------------------------------------------------------

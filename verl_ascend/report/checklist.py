@@ -21,7 +21,13 @@ ACTOR = "actor_rollout_ref.actor"
 
 
 def _truthy(value) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
+    """A config switch as the distribution's one parser reads it (an unreadable value counts as off)."""
+    from verl_ascend.envs import parse_bool
+
+    try:
+        return parse_bool("value", value if isinstance(value, bool) else str(value))
+    except ValueError:
+        return False
 
 
 def _item(key: str, label: str, status: str, detail: str, fix: str = "") -> dict:

@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from verl_ascend.paths import RunPaths
 from verl_ascend.run.files import (
     ENV_METRICS_APPEND,
     ENV_RUN_DIR,
@@ -305,12 +306,6 @@ def repair_checkpoints(
 
 
 # ----------------------------------------------------------------------------- driver side
-def default_metrics_path(config) -> str:
-    """Where the file logger writes when nothing else is asked: ``$VERL_ASCEND_OUTPUT_DIR/<experiment>/metrics.jsonl``."""
-    out = os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs")
-    return os.path.abspath(os.path.join(out, config.trainer.experiment_name, "metrics.jsonl"))
-
-
 def export_to_workers(config, env: dict[str, str]) -> None:
     """Set ``env`` here and in the Ray runtime env, so every worker on every node sees it."""
     from omegaconf import open_dict
@@ -321,13 +316,6 @@ def export_to_workers(config, env: dict[str, str]) -> None:
         env_vars = runtime_env.setdefault("env_vars", {})
         for key, value in env.items():
             env_vars[key] = value
-
-
-def run_dir_for(config, metrics_path: Optional[str]) -> str:
-    if metrics_path:
-        return os.path.dirname(os.path.abspath(metrics_path))
-    out = os.environ.get("VERL_ASCEND_OUTPUT_DIR", "outputs")
-    return os.path.abspath(os.path.join(out, str(config.trainer.experiment_name)))
 
 
 @dataclass
@@ -342,26 +330,17 @@ class Plan:
     selection: Optional[Selection] = None
 
 
-def metrics_path_for(config) -> Optional[str]:
-    """The path the entry point hands upstream's file logger (None when it is not enabled)."""
-    loggers = config.trainer.get("logger", []) or []
-    if "file" not in ([loggers] if isinstance(loggers, str) else loggers):
-        return None
-    return os.path.abspath(os.environ.get("VERL_FILE_LOGGER_PATH") or default_metrics_path(config))
-
-
 def run_paths(config) -> tuple[str, str]:
     """(run folder, checkpoint folder) of this run, absolute."""
-    root = os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir)))
-    return run_dir_for(config, metrics_path_for(config)), root
+    paths = RunPaths.of(config)
+    return paths.run_dir, paths.checkpoints
 
 
 def plan_resume(config, error_cls) -> Plan:
     """Read-only: the step this start would resume after (0 = from scratch) and why."""
     trainer = config.trainer
-    metrics_path = metrics_path_for(config)
-    root = os.path.abspath(os.path.expanduser(str(trainer.default_local_dir)))
-    run_dir = run_dir_for(config, metrics_path)
+    paths = RunPaths.of(config)
+    metrics_path, root, run_dir = paths.metrics, paths.checkpoints, paths.run_dir
     world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
     save_contents = list(config.actor_rollout_ref.actor.checkpoint.get("save_contents", ["model"]) or [])
     mode = str(trainer.get("resume_mode", "auto"))

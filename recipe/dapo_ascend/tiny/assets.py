@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from recipe.dapo_ascend.tiny.task import DATA_SOURCE, DIGITS, make_example
+from verl_ascend import envs
 
 # Qwen-style specials: upstream's agent loop picks its Qwen token builder from model_type
 # "qwen2" and needs "<|im_end|>" and a one-token "\n" in the vocabulary. transformers loads
@@ -74,7 +75,7 @@ MODEL_SPECS = {
 
 
 def default_root() -> Path:
-    return Path(os.environ.get("VERL_ASCEND_TINY_DIR", Path.home() / ".cache" / "verl-ascend" / "tiny"))
+    return Path(os.path.expanduser(envs.raw("VERL_ASCEND_TINY_DIR")))
 
 
 def build_tokenizer():

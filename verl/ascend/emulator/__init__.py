@@ -26,8 +26,6 @@ import sys
 import types
 
 ENV_FLAG = "VERL_ASCEND_NPU_EMULATOR"
-TRUE_VALUES = ("1", "true", "yes", "on")
-FALSE_VALUES = ("", "0", "false", "no", "off")
 STANDIN_VERSION = "0.0.0+verl.ascend.emulator"
 
 _saved: dict[str, object] = {}
@@ -35,12 +33,9 @@ _saved: dict[str, object] = {}
 
 def requested(environ=None) -> bool:
     """Whether ``VERL_ASCEND_NPU_EMULATOR`` asks for the emulator (raises on a value it cannot read)."""
-    raw = (environ if environ is not None else os.environ).get(ENV_FLAG, "").strip().lower()
-    if raw in TRUE_VALUES:
-        return True
-    if raw in FALSE_VALUES:
-        return False
-    raise ValueError(f"{ENV_FLAG}={raw!r} is not understood; use 1 (emulate an NPU on the CPU) or 0")
+    from verl_ascend import envs
+
+    return envs.flag(ENV_FLAG, environ)
 
 
 def is_standin(module) -> bool:

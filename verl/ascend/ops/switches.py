@@ -28,20 +28,13 @@ ENV_VARS = {
     "swiglu": "VERL_ASCEND_FUSED_SWIGLU",
     "rotary_mul": "VERL_ASCEND_FUSED_ROTARY_MUL",
 }
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
 
 
 def parse_bool(raw, where: str) -> bool:
-    """Read a boolean switch; raise naming ``where`` and the accepted values otherwise."""
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(f"{where}={raw!r} is not a boolean; accepted: 1/0, true/false, yes/no, on/off")
+    """Read a boolean switch (the distribution's one parser); raise naming ``where`` otherwise."""
+    from verl_ascend.envs import parse_bool as parse
+
+    return parse(where, raw)
 
 
 @dataclass(frozen=True)

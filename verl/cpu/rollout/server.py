@@ -26,13 +26,14 @@ from typing import Any, Optional
 import torch
 
 from verl.cpu.rollout.engine import GenerationRequest, HFGenerationEngine, SamplingSpec
+from verl_ascend import envs
 
 logger = logging.getLogger(__name__)
 
-BATCH_WAIT_MS = float(os.environ.get("VERL_HF_ROLLOUT_BATCH_WAIT_MS", "5"))
+BATCH_WAIT_MS = envs.number("VERL_HF_ROLLOUT_BATCH_WAIT_MS")
 # Intra-op threads of the server's torch. Small matrices gain nothing from more, and with
 # several processes per core (trainer, servers, Ray) spinning threads cost 100x (measured).
-THREADS = int(os.environ.get("VERL_HF_ROLLOUT_THREADS", "1"))
+THREADS = envs.number("VERL_HF_ROLLOUT_THREADS")
 
 
 def load_causal_lm(model_path: str, dtype: str = "float32"):
