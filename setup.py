@@ -28,7 +28,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     # Namespace discovery limited to our subpackages: never ship verl/__init__.py.
-    packages=find_namespace_packages(include=["verl.ascend*", "verl.cpu*", "recipe.dapo_ascend*"]),
+    packages=find_namespace_packages(include=["verl.ascend*", "verl.cpu*", "recipe.dapo_ascend*", "verl_ascend*"]),
     package_data={"": ["*.yaml", "*.md"]},
     include_package_data=True,
     install_requires=_requirements("base"),

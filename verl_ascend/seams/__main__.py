@@ -1,0 +1,54 @@
+"""``python -m verl_ascend.seams [--json] [--strict]``: one line per index row with its status.
+
+Status: ``needed``; ``removable`` (a ``removable_if`` condition is met, with why);
+``target-changed`` (a fingerprint no longer matches the installed upstream: re-verify the row).
+Exits 0; with ``--strict``, 1 when any row is removable or changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from verl_ascend.seams.index import SEAMS, status
+
+
+def rows(seams=SEAMS) -> list[dict]:
+    out = []
+    for seam in seams:
+        state, why = status(seam)
+        out.append(
+            {
+                "id": seam.id,
+                "kind": seam.kind,
+                "stage": seam.stage,
+                "status": state,
+                "why": why,
+                "members": len(seam.fingerprints),
+                "install": seam.install,
+            }
+        )
+    return out
+
+
+def main(argv=None, seams=SEAMS) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_ascend.seams", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when any row is removable or changed")
+    args = parser.parse_args(argv)
+    table = rows(seams)
+    for row in table:
+        if args.json:
+            print(json.dumps(row))
+        else:
+            why = f"  ({row['why']})" if row["why"] else ""
+            print(f"{row['id']:32} {row['kind']:19} {row['stage']:8} {row['status']}{why}")
+    flagged = [r for r in table if r["status"] != "needed"]
+    if not args.json:
+        print(f"{len(table)} rows, {sum(r['members'] for r in table)} members fingerprinted, {len(flagged)} flagged")
+    return 1 if args.strict and flagged else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
