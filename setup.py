@@ -2,7 +2,8 @@
 
 Upstream owns the package ``verl``; this distribution only adds the subpackages
 ``verl.ascend`` (the Ascend NPU backend) and ``verl.cpu`` (the CPU backend), plus the
-``recipe.dapo_ascend`` recipe. Both backends switch themselves on through upstream's
+``recipe.dapo_ascend`` recipe and the neutral top-level package ``verl_ascend`` (the seam
+index). Both backends switch themselves on through upstream's
 ``verl.plugins`` entry-point group, loaded at every ``import verl`` in every process.
 """
 
