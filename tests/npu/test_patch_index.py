@@ -49,9 +49,10 @@ def test_index_is_reexported_for_one_release():
 
 
 def test_emulator_is_installed_through_the_seam_index():
-    from verl_ascend.seams import installed
+    """The Ascend plugin ran the emulator's row (it acts only when VERL_ASCEND_NPU_EMULATOR=1 at import)."""
+    from verl_ascend.seams import index
 
     from verl.ascend import emulator
 
-    assert "verl.ascend.emulator:install_if_requested" in installed()
+    assert "verl.ascend.emulator:install_if_requested" in index._installed
     assert emulator.active() or emulator.real_torch_npu_importable()

@@ -122,6 +122,11 @@ def test_plugin_stage_is_installed_in_every_process():
     assert "verl.cpu.patches:install" in done and "verl.ascend.patch.fsdp_engine:install" in done
     assert "cpu_process_group_backend" in done["verl.cpu.patches:install"]
     assert index.install("plugin") == []  # idempotent: everything of the stage already ran
+    assert ("verl.ascend.emulator:install_if_requested" in done) == emulator_active()
+
+
+def emulator_active() -> bool:
+    return "torch_npu" in sys.modules and getattr(sys.modules["torch_npu"], "__verl_ascend_emulator__", False)
 
 
 def _row(**kw):
@@ -143,6 +148,7 @@ def test_install_runs_each_path_once_per_process(tmp_path, monkeypatch):
         assert index.install("trainer", seams=rows) == ["seam_probe:go"]
         assert index.install("trainer", seams=rows) == []
         assert sys.modules["seam_probe"].calls == [1]
+        assert index.installed()["seam_probe:go"] == []  # ran, though no row of the real index names it
         with pytest.raises(ValueError):
             index.install("nowhere", seams=rows)
     finally:
@@ -157,6 +163,12 @@ def test_command_prints_every_real_row(capsys):
     assert cli.main(["--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {r["id"] for r in rows} == set(SEAMS_BY_ID) and {r["status"] for r in rows} == {"needed"}
+
+
+def test_command_lists_what_the_plugins_installed(capsys):
+    assert cli.main(["--installed"]) == 0
+    out = capsys.readouterr().out
+    assert "verl.cpu.patches:install: cpu_process_group_backend" in out
 
 
 def test_a_row_whose_condition_is_met_is_removable(capsys):

@@ -2,7 +2,8 @@
 
 Status: ``needed``; ``removable`` (a ``removable_if`` condition is met, with why);
 ``target-changed`` (a fingerprint no longer matches the installed upstream: re-verify the row).
-Exits 0; with ``--strict``, 1 when any row is removable or changed.
+Exits 0; with ``--strict``, 1 when any row is removable or changed. ``--installed`` lists the
+rows the ``plugin`` stage installed in this process (after ``import verl``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,18 @@ def main(argv=None, seams=SEAMS) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ascend.seams", description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any row is removable or changed")
+    parser.add_argument(
+        "--installed", action="store_true", help="import verl (loading its plugins) and list what this process installed"
+    )
     args = parser.parse_args(argv)
+    if args.installed:
+        import verl  # noqa: F401  (the verl.plugins entry points run install("plugin"))
+
+        from verl_ascend.seams.index import installed
+
+        for path, ids in installed().items():
+            print(json.dumps({"install": path, "rows": ids}) if args.json else f"{path}: {', '.join(ids)}")
+        return 0
     table = rows(seams)
     for row in table:
         if args.json:

@@ -819,7 +819,7 @@ SEAMS: tuple[Seam, ...] = (
 
 SEAMS_BY_ID = {s.id: s for s in SEAMS}
 
-_installed: dict[str, str] = {}  # install path -> stage, in the order installed (this process)
+_installed: dict[str, bool] = {}  # install path -> whether it acted (False: it declined), in order run
 
 
 def install(stage: str, owner: Optional[str] = None, seams: tuple[Seam, ...] = SEAMS) -> list[str]:
@@ -843,16 +843,16 @@ def install(stage: str, owner: Optional[str] = None, seams: tuple[Seam, ...] = S
             continue
         module_name, _, func = path.partition(":")
         fn: Callable[[], object] = getattr(importlib.import_module(module_name), func)
-        fn()
-        _installed[path] = stage
+        _installed[path] = fn() is not False  # an installer returning False declined (e.g. no emulator asked)
         done.append(path)
         logger.debug("installed %s (%s)", path, stage)
     return done
 
 
 def installed() -> dict[str, list[str]]:
-    """Row ids installed in this process, by install path (for status commands)."""
-    return {path: [s.id for s in SEAMS if s.install == path] for path in _installed}
+    """Row ids installed in this process, by install path (for status commands); installers that
+    ran but declined (returned False) are left out."""
+    return {path: [s.id for s in SEAMS if s.install == path] for path, acted in _installed.items() if acted}
 
 
 def status(seam: Seam) -> tuple[str, str]:
