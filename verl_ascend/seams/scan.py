@@ -163,7 +163,8 @@ def scan(files: dict[str, str], members=upstream_members) -> list[Contact]:
             n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.col_offset > 0
         }
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and _is_upstream(imports.get((node.names[0].asname or node.names[0].name), ("",))[0]):
+            first = node.names[0] if isinstance(node, ast.ImportFrom) else None
+            if first is not None and _is_upstream(imports.get(first.asname or first.name, ("",))[0]):
                 for a in node.names:
                     if _private(a.name):
                         found.add(Contact(path, node.lineno, a.name, "private"))
