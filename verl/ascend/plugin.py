@@ -5,12 +5,12 @@ call it, so the module calls ``register()`` itself; calling it again is a no-op.
 
 Cheap by design (it runs in the driver and in every Ray worker): it imports no torch_npu,
 vLLM or transformers. It
-1. installs the CPU NPU emulator when ``VERL_ASCEND_NPU_EMULATOR=1`` and no real torch_npu
-   imports (tests; see :mod:`verl.ascend.emulator`);
+1. installs this backend's ``plugin``-stage rows of the seam index (:mod:`verl_ascend.seams`):
+   the CPU NPU emulator when ``VERL_ASCEND_NPU_EMULATOR=1`` and no real torch_npu imports
+   (tests; see :mod:`verl.ascend.emulator`), then the lazy runtime patches (each applies only
+   when upstream imports its target);
 2. registers :class:`verl.ascend.platform.AscendPlatform` under upstream's name ``huawei``
-   (upstream's ``platform_npu`` is already imported by ``verl/__init__``);
-3. arms the lazy runtime patches listed in :mod:`verl.ascend.patch` (each applies only when
-   upstream imports its target).
+   (upstream's ``platform_npu`` is already imported by ``verl/__init__``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,11 @@ def register() -> None:
     if _registered:
         return
     try:
-        from verl.ascend import emulator
+        from verl_ascend.seams import install
 
-        if emulator.requested():
-            emulator.install()
+        # The emulator (if requested), then the lazy patches: this backend's "plugin" rows, in index order.
+        install("plugin", owner="verl.ascend")
         from verl.ascend import platform  # noqa: F401  (registers ``huawei``)
-        from verl.ascend.patch import install_lazy_patches
-
-        install_lazy_patches()
     except Exception as e:
         # Upstream swallows plugin errors at DEBUG level; say it loudly before re-raising.
         import logging

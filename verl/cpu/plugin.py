@@ -10,9 +10,11 @@ is imported until upstream itself imports the module a hook targets.
 
 
 def register() -> None:
-    from verl.cpu import patches, platform  # noqa: F401  (platform registers itself on import)
+    from verl_ascend.seams import install
 
-    patches.install()
+    from verl.cpu import platform  # noqa: F401  (platform registers itself on import)
+
+    install("plugin", owner="verl.cpu")  # this backend's "plugin" rows of the seam index: verl.cpu.patches
 
 
 register()

@@ -106,6 +106,12 @@ def install() -> bool:
     return True
 
 
+def install_if_requested() -> bool:
+    """The ``plugin`` stage's installer (seam ``emulator_torch_npu_modules``): :func:`install` when
+    :func:`requested`; returns whether the emulator is active."""
+    return install() if requested() else False
+
+
 def uninstall() -> None:
     """Undo :func:`install` (for tests): remove the stand-ins and restore upstream's NPU flags."""
     if not active():
