@@ -1,7 +1,7 @@
 """Checks of the Ascend backend's patch targets that run under the NPU emulator.
 
 The index itself (every row complete, every fingerprint, no contact left out) is tested in
-tests/seams/test_index.py, which needs no emulator; rows live in verl_ascend/seams/index.py.
+tests/verl_ascend/seams/test_index.py, which needs no emulator; rows live in verl_ascend/seams/index.py.
 """
 
 from __future__ import annotations

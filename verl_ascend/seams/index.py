@@ -25,7 +25,7 @@ Stages (when a row is installed): ``plugin`` (every process, at ``import verl``,
 Fingerprints: ``"module:qualname"`` -> sha256[:16] of the dedented source of that object;
 ``"module[:qualname]#needle"`` -> sha256[:16] of the lines of that source that contain
 ``needle`` (for instance attributes, module-level dicts and call sites, which have no source of
-their own). ``tests/seams/test_index.py`` checks every one of them and re-derives the set of
+their own). ``tests/verl_ascend/seams/test_index.py`` checks every one of them and re-derives the set of
 contacts from our code (:mod:`verl_ascend.seams.scan`), so a contact cannot be missing here.
 A mismatch means: re-read the new upstream code, re-verify the row, then update the fingerprint.
 
@@ -180,7 +180,7 @@ def member_name(spec: str) -> str:
     return (needle.split("(")[0] or spec.replace(":", ".")).rsplit(".", 1)[-1]
 
 
-_PR = "tests/seams/test_index.py::test_fingerprint"
+_PR = "tests/verl_ascend/seams/test_index.py::test_fingerprint"
 
 SEAMS: tuple[Seam, ...] = (
     Seam(
@@ -237,7 +237,7 @@ SEAMS: tuple[Seam, ...] = (
             "model_type argument (same path upstream) would make it unnecessary."
         ),
         remove_when="upstream's npu_patch has per-op switches and Llama coverage.",
-        test="tests/seams/test_index.py::test_fingerprint, tests/npu/test_fsdp_hook.py",
+        test="tests/verl_ascend/seams/test_index.py::test_fingerprint, tests/npu/test_fsdp_hook.py",
         code="verl/ascend/patch/fsdp_engine.py",
         fingerprints={
             "verl.workers.engine.fsdp.utils:apply_npu_fsdp_patches": "d4b53f1c8e480862",
@@ -264,7 +264,7 @@ SEAMS: tuple[Seam, ...] = (
             "'rotary_pos_emb')) have no NPU kernels in 5.10; NPU kernels registered there would replace this."
         ),
         remove_when="transformers dispatches these layers to torch_npu kernels itself.",
-        test="tests/seams/test_index.py::test_fingerprint, tests/npu/test_fused_models.py",
+        test="tests/verl_ascend/seams/test_index.py::test_fingerprint, tests/npu/test_fused_models.py",
         code="verl/ascend/ops/ (targets.py row 'qwen2')",
         fingerprints={
             "transformers.models.qwen2.modeling_qwen2:Qwen2RMSNorm.forward": "d676bfe9af0e524d",
@@ -284,7 +284,7 @@ SEAMS: tuple[Seam, ...] = (
         switched_on="As for qwen2, when a worker builds a llama model.",
         upstream_fix="As for qwen2.",
         remove_when="As for qwen2.",
-        test="tests/seams/test_index.py::test_fingerprint, tests/npu/test_fused_models.py",
+        test="tests/verl_ascend/seams/test_index.py::test_fingerprint, tests/npu/test_fused_models.py",
         code="verl/ascend/ops/ (targets.py row 'llama')",
         fingerprints={
             "transformers.models.llama.modeling_llama:LlamaRMSNorm.forward": "d676bfe9af0e524d",
@@ -487,7 +487,7 @@ SEAMS: tuple[Seam, ...] = (
         ),
         upstream_fix="None filed yet: FileLogger opening its file with 'ab' (same path upstream).",
         remove_when="upstream's FileLogger appends.",
-        test="tests/recipe/test_resume.py::test_file_logger_patch_target_and_effect",
+        test="tests/verl_ascend/run/test_resume.py::test_file_logger_patch_target_and_effect",
         code="verl_ascend/run/metrics_append.py::install_metrics_append",
         fingerprints={
             "verl.utils.tracking:FileLogger.__init__": "b9b01273f2ada7a5",
@@ -681,7 +681,7 @@ SEAMS: tuple[Seam, ...] = (
         switched_on="RolloutWatchdogMixin._build_replay_buffer (always in the recipe's trainer).",
         upstream_fix="None filed yet: ReplayBuffer calling a health-check callback in its poll loop.",
         remove_when="upstream's ReplayBuffer offers a poll callback or detects dead servers itself.",
-        test="tests/cpu/test_rollout_failure.py",
+        test="tests/verl_ascend/run/test_rollout_failure.py",
         code="verl_ascend/run/watchdog.py::RolloutWatchdogMixin (watch_buffer)",
         fingerprints={
             "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.sample": "993d0cbef040a10b",
@@ -787,7 +787,7 @@ SEAMS: tuple[Seam, ...] = (
         switched_on="verl_ascend.report.check.attach_trace_check(trainer), called by a user.",
         upstream_fix="As for recipe_trainer_overrides (profile-step hooks).",
         remove_when="upstream's trainer exposes profile-step hooks.",
-        test="tests/profiler",
+        test="tests/verl_ascend/report",
         code="verl_ascend/report/check.py::attach_trace_check",
         fingerprints={
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._start_profiling": "d09fb4cca44bc9a9",

@@ -12,7 +12,7 @@ state of someone else's that ours rebinds:
   attribute of an imported upstream module/class assigned, ``sys.modules[...]`` assigned, or
   ``obj.__dict__`` / ``obj.__class__`` of another object touched.
 
-The scan imports upstream classes (never ours) to learn their members. ``tests/seams`` fails
+The scan imports upstream classes (never ours) to learn their members. ``tests/verl_ascend/seams`` fails
 when a contact found here is not a member of a row of :mod:`verl_ascend.seams.index`.
 """
 

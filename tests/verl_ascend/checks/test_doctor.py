@@ -146,7 +146,7 @@ def test_unread_key_list_is_generated_from_the_installed_verl(tmp_path):
     import verl
     from verl_ascend.checks.effective import UNREAD_KEYS_PATH
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "verl_unread_keys.py"
+    path = Path(__file__).resolve().parents[3] / "scripts" / "verl_unread_keys.py"
     spec = importlib.util.spec_from_file_location("verl_unread_keys", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -533,7 +533,7 @@ def test_deprecated_cli_alias_hands_over_to_the_recipe_command():
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     env = dict(os.environ, PYTHONPATH=str(repo))
     proc = subprocess.run([sys.executable, "-m", "verl.ascend.doctor", "--help"], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=300)

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from verl_ascend.report.check import TraceCheck, config_reasons, expected_traces
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "recipe" / "dapo_ascend" / "config")
+CONFIG_DIR = str(Path(__file__).resolve().parents[3] / "recipe" / "dapo_ascend" / "config")
 PROFILES = sorted(p.stem for p in (Path(CONFIG_DIR) / "profile").glob("*.yaml"))
 # The CPU profile goes with the tiny CPU config; every profile must compose with the NPU job.
 COMBOS = [("dapo_tiny_cpu", "cpu")] + [("dapo_qwen25_32b_npu", p) for p in PROFILES]

@@ -253,7 +253,7 @@ def test_tracker_file_name_matches_upstream():
     """The journal's tracker name is upstream's. The upstream members the journal and the watchdog
     rely on (PPOTrainer.fit's order, _update_actor, _wait_for_next_poll, ...) are fingerprinted in
     verl_ascend/seams/index.py (rows recipe_journal_overrides, recipe_watchdog_*), checked by
-    tests/seams/test_index.py::test_fingerprint."""
+    tests/verl_ascend/seams/test_index.py::test_fingerprint."""
     from verl.utils.checkpoint.checkpoint_manager import get_checkpoint_tracker_filename
 
     assert get_checkpoint_tracker_filename("/x") == "/x/" + checkpoints.TRACKER

@@ -20,7 +20,7 @@ from verl_ascend.seams import __main__ as cli
 from verl_ascend.seams import index, scan
 from verl_ascend.seams.index import KINDS, SEAMS, SEAMS_BY_ID, STAGES, HasAttr, Seam, source_fingerprint
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MEMBERS = [(s.id, spec, h) for s in SEAMS for spec, h in s.fingerprints.items()]
 
 

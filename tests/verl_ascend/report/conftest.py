@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).parent
-REPO = HERE.parents[1]
+REPO = HERE.parents[2]
 
 
 def kernel(name, ts, dur, pid=1, tid=7, cat="kernel", **args):
