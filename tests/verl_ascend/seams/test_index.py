@@ -191,3 +191,11 @@ def test_conditions_against_installed_packages():
     assert not index.VersionSatisfies("no-such-distribution-x", ">=1").check()[0]
     assert index.SourceContains("json:dumps", "def dumps").check()[0]
     assert index.SourceLacks("json:dumps", "no such text").check()[0]
+
+
+def test_architecture_doc_lists_every_row_under_its_kind():
+    """docs/architecture.md's seam table names each row once, in the line of its kind."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ") and line.count("|") == 3}
+    misplaced = [s.id for s in SEAMS if f"`{s.id}`" not in lines.get(s.kind, "")]
+    assert not misplaced, f"docs/architecture.md seam table: rows missing or under the wrong kind: {misplaced}"
