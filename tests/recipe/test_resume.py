@@ -250,7 +250,7 @@ def test_file_logger_patch_target_and_effect(tmp_path, monkeypatch):
 
 
 def test_upstream_hooks_the_journal_and_watchdog_rely_on():
-    """The mixins override upstream methods (no patch), relying on names and an order in
+    """The trainer overrides upstream methods (no patch) and calls its components from them, relying on names and an order in
     ``PPOTrainer.fit``: checkpoint saved, then metrics logged, then the next ``on_step_begin``
     (where the marker is written). Fails when upstream moves any of these."""
     import inspect
