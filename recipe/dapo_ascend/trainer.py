@@ -106,8 +106,9 @@ class DAPOAscendTrainer(PPOTrainerSync):
     # -- construction ----------------------------------------------------------------------------
     def _build_replay_buffer(self):
         # The one place the replay buffer is shaped. Order: the tail replaces upstream's instance
-        # by a subclass instance (copying its attributes, poll interval included), so it comes
-        # before the watchdog, which wraps the methods of the instance actually used.
+        # by a subclass instance (TailMeter/TailCuttingSampler, copying its attributes, poll
+        # interval included), so it comes before the watchdog, which rebinds ``sample`` and
+        # ``_wait_for_next_poll`` on the instance actually used (the tail's sampler calls both).
         buffer = super()._build_replay_buffer()
         options = self.config.trainer.v1.get(TRAINER_NAME, None) or {}
         if options.get("poll_interval_s") is not None:
