@@ -20,6 +20,11 @@ Registered with upstream's ``register_trainer`` and selected by
   over-provisioned groups, stragglers aborted once enough useful groups are complete,
   partial responses carried over (``recipe/dapo_ascend/rollout_tail``). Its ``rollout_tail/*``
   metrics are logged either way.
+
+Structure: one class, ``DAPOAscendTrainer(PPOTrainerSync)``, owning its components as attributes
+(``rollout_tail``, ``rollout_watchdog``, ``journal``, ``trace_check``), built in its ``__init__``
+and called only from the hook overrides below, each a few lines. No mixins: the order in which
+the components act is the order written in each hook, not a method resolution order.
 """
 
 from __future__ import annotations
@@ -33,10 +38,10 @@ from verl_ascend.report.check import TraceCheck
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from verl_ascend.run.journal import CheckpointJournalMixin
+from verl_ascend.run.journal import RunJournal
+from verl_ascend.run.watchdog import RolloutFailure, RolloutWatchdog, rollout_servers
 from recipe.dapo_ascend.rollout_tail.accounting import consumption_metrics
-from recipe.dapo_ascend.rollout_tail.mixin import RolloutTailMixin
-from verl_ascend.run.watchdog import RolloutWatchdogMixin
+from recipe.dapo_ascend.rollout_tail.component import RolloutTail
 
 TRAINER_NAME = "dapo_ascend"
 
@@ -74,17 +79,73 @@ def agent_loop_timings(sample_metrics: list, mask: np.ndarray | None = None) -> 
 
 
 @register_trainer(TRAINER_NAME)
-# Mixins: verl_ascend/run/journal.py (crash-safe checkpoints, metrics and prompt ledger), verl_ascend/run/watchdog.py (rollout failures),
-# rollout_tail/ (long-tail policy). The watchdog wraps the sampler the tail mixin built.
-class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, RolloutTailMixin, PPOTrainerSync):
+class DAPOAscendTrainer(PPOTrainerSync):
+    """Upstream's sync trainer plus four components, each a plain object it owns:
+
+    - ``rollout_tail``: the long-tail policy (``recipe/dapo_ascend/rollout_tail``; observes only when off);
+    - ``rollout_watchdog``: a dead or stalled rollout server fails the step clearly (``verl_ascend/run/watchdog.py``);
+    - ``journal``: status.json, prompt ledger, checkpoint markers, appended metrics (``verl_ascend/run/journal.py``);
+    - ``trace_check``: every trace asked for is on disk (``verl_ascend/report/check.py``; None unless profiling).
+
+    The hooks below are the only places they are called, in the order written there.
+    """
+
     def __init__(self, config):
         # Upstream's base trainer branches on ``trainer_mode == "sync"`` (replay buffer, refill
         # rules, checkpoint contents); any other name is treated as asynchronous. The registry
         # has already resolved our name to this class, so from here on we are plain "sync".
         config.trainer.v1.trainer_mode = "sync"
+        # Before upstream's __init__: it builds the replay buffer (our _build_replay_buffer uses
+        # both), and the tail writes its router YAML into the config the servers are made from.
+        self.rollout_tail = RolloutTail(config, lambda: rollout_servers(self))
+        self.rollout_watchdog = RolloutWatchdog.from_config(config, lambda: rollout_servers(self))
         super().__init__(config)
-        # After each profiled step: say loudly when a trace that was asked for is not on disk.
-        self._trace_check = TraceCheck.from_config(config)
+        self.journal = RunJournal(config)
+        self.trace_check = TraceCheck.from_config(config)
+
+    # -- construction ----------------------------------------------------------------------------
+    def _build_replay_buffer(self):
+        # The one place the replay buffer is shaped. Order: the tail replaces upstream's instance
+        # by a subclass instance (TailMeter/TailCuttingSampler, copying its attributes, poll
+        # interval included), so it comes before the watchdog, which rebinds ``sample`` and
+        # ``_wait_for_next_poll`` on the instance actually used (the tail's sampler calls both).
+        buffer = super()._build_replay_buffer()
+        options = self.config.trainer.v1.get(TRAINER_NAME, None) or {}
+        if options.get("poll_interval_s") is not None:
+            buffer.poll_interval = float(options["poll_interval_s"])
+        buffer = self.rollout_tail.adopt(buffer)
+        self.rollout_watchdog.attach(buffer)
+        return buffer
+
+    def get_llm_client(self):
+        client_cls = self.rollout_tail.client_cls()
+        if client_cls is None:
+            return super().get_llm_client()
+        return self.llm_server_manager.get_client(client_cls=client_cls)
+
+    # -- the step, in the order upstream calls the hooks ---------------------------------------
+    def on_step_begin(self):
+        self.journal.step_begin(self.global_steps)  # marks the previous step's checkpoint complete
+        return super().on_step_begin()
+
+    def prepare_step(self) -> dict:
+        if self.rollout_tail.enabled:
+            return {}  # the tail's sampler submits what the step needs, counting groups carried over
+        return super().prepare_step()
+
+    def _fetch_one_gen_batch(self):
+        batch = super()._fetch_one_gen_batch()
+        self.journal.record_prompts(batch, self.global_steps)
+        return batch
+
+    def _submit_batch_to_rollout(self, batch):
+        count = super()._submit_batch_to_rollout(batch)
+        self.rollout_tail.note_submitted(self.replay_buffer, batch)
+        return count
+
+    def on_sample_begin(self):
+        self.journal.status("rollout", self.global_steps)
+        return super().on_sample_begin()
 
     def _start_rollout_profiling(self) -> None:
         # Tell verl.cpu's hf servers which training step they trace (upstream passes nothing, and
@@ -96,22 +157,19 @@ class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, RolloutTai
             manager.start_profile(profile_step=self.global_steps)
 
     def _start_profiling(self) -> None:
-        if self._trace_check is not None:
-            self._trace_check.before_step(self.global_steps)
+        if self.trace_check is not None:
+            self.trace_check.before_step(self.global_steps)
         super()._start_profiling()
 
     def _stop_profiling(self) -> None:
         step = self.global_steps
         super()._stop_profiling()
-        if self._trace_check is not None:
-            self._trace_check.after_step(step)
+        if self.trace_check is not None:
+            self.trace_check.after_step(step)
 
-    def _build_replay_buffer(self):
-        buffer = super()._build_replay_buffer()
-        options = self.config.trainer.v1.get(TRAINER_NAME, None) or {}
-        if options.get("poll_interval_s") is not None:
-            buffer.poll_interval = float(options["poll_interval_s"])
-        return buffer
+    def _update_actor(self, batch, metrics):
+        self.journal.status("update_actor", self.global_steps)
+        return super()._update_actor(batch, metrics)
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
@@ -123,3 +181,25 @@ class DAPOAscendTrainer(CheckpointJournalMixin, RolloutWatchdogMixin, RolloutTai
         metrics.update(reward_extra_means(extra_fields, mask))
         metrics.update(agent_loop_timings(data.pop("metrics").tolist(), mask))
         metrics.update(consumption_metrics(extra_fields, mask, global_steps))
+
+    def _save_checkpoint(self):
+        self.journal.before_save(self.global_steps)
+        super()._save_checkpoint()
+        self.journal.after_save(self.global_steps)  # the marker is written at the next on_step_begin
+
+    def on_step_end(self):
+        try:
+            result = super().on_step_end()  # pushes the new weights to the rollout servers
+            self.rollout_tail.step_ended(self.checkpoint_manager)  # reopen servers the tail's abort closed
+            return result
+        except RolloutFailure:
+            raise
+        except Exception as exc:  # a dead server fails here: say so instead of the symptom
+            self.rollout_watchdog.explain_step_end_failure(getattr(self, "global_steps", None), exc)
+            raise
+
+    def fit(self, *args, **kwargs):
+        result = super().fit(*args, **kwargs)
+        # Upstream's counter ends one past the last step it trained.
+        self.journal.finished(int(getattr(self, "global_steps", 1)) - 1)
+        return result

@@ -295,7 +295,7 @@ def test_router_is_installed_through_upstreams_router_config_path(tmp_path, monk
     from verl.workers.rollout.router import _load_router_yaml, _resolve_router_class
 
     from verl_ascend.run.files import ENV_RUN_DIR
-    from recipe.dapo_ascend.rollout_tail.mixin import write_router_yaml
+    from recipe.dapo_ascend.rollout_tail.component import write_router_yaml
 
     monkeypatch.setenv(ENV_RUN_DIR, str(tmp_path))
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"response_length": 96, "router_config_path": None}}})

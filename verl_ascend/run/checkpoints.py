@@ -10,7 +10,7 @@ here without touching upstream's checkpoint code:
    file and the next start dies in ``int("")``; with ``max_actor_ckpt_to_keep=1`` the previous
    checkpoint's shards are deleted before the tracker moves on. Nothing in a step folder says
    whether its write finished.
-   -> ``CheckpointJournalMixin`` (mixed into the recipe's trainer) writes a completion marker
+   -> ``RunJournal`` (a component of the recipe's trainer, ``journal.py``) writes a completion marker
    ``verl_ascend_complete.json`` (every file, its size and its SHA-256) once a checkpoint is
    written *and* its step's metrics are logged; ``plan_resume`` (the entry point, before Ray
    starts, read-only) picks the checkpoint to resume from among marked folders whose sizes match,

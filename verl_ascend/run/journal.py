@@ -1,8 +1,11 @@
-"""The run journal, mixed into a trainer: checkpoint completion markers, the prompt ledger, ``status.json``.
+"""The run journal, a component of the recipe's trainer: checkpoint completion markers, the prompt ledger, ``status.json``.
 
-Works with any trainer derived from upstream's ``PPOTrainerSync`` (it overrides ``_fetch_one_gen_batch``,
-``on_sample_begin``, ``_update_actor``, ``_save_checkpoint``, ``on_step_begin`` and ``fit``, calling
-``super()`` in each); nothing in it is specific to one algorithm. See ``checkpoints`` for why.
+A plain class: the trainer that owns it (any trainer derived from upstream's ``PPOTrainerSync``)
+calls it from its own hooks -- ``step_begin`` from ``on_step_begin``, ``status`` from
+``on_sample_begin`` and ``_update_actor``, ``record_prompts`` after ``_fetch_one_gen_batch``,
+``before_save``/``after_save`` around ``_save_checkpoint``, ``finished`` after ``fit``. Nothing in
+it is specific to one algorithm, and it imports neither the recipe nor a backend. See
+``checkpoints`` for why.
 """
 
 from __future__ import annotations
@@ -36,63 +39,55 @@ def _ints(value) -> list:
     return out
 
 
-class CheckpointJournalMixin:
-    """Mixed into the recipe's trainer (before upstream's trainer class in the bases).
+class RunJournal:
+    """What a run leaves on disk so that it can be followed and resumed.
 
     - marks a checkpoint complete once its files are written and its step's metrics logged;
     - appends the ``index`` of every prompt taken from the dataloader to ``prompts.jsonl``;
     - keeps ``status.json`` (step, phase) current;
     - appends metrics instead of truncating them (``install_metrics_append``).
+
+    Writes nothing but the markers and the metrics patch when ``VERL_ASCEND_RUN_DIR`` is unset.
     """
 
-    def __init__(self, config, *args, **kwargs):
-        super().__init__(config, *args, **kwargs)
-        self._journal_dir = os.environ.get(ENV_RUN_DIR) or None
+    def __init__(self, config, run_dir: Optional[str] = None):
+        self.config = config
+        self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR) or None
         self._pending_marker: Optional[tuple[str, int]] = None
         install_metrics_append()
 
     # -- status and prompt ledger ------------------------------------------------------------
-    def _journal_status(self, phase: str, step: Optional[int] = None) -> None:
-        if not self._journal_dir:
+    def status(self, phase: str, step: int) -> None:
+        if not self.run_dir:
             return
-        step = int(getattr(self, "global_steps", 0)) if step is None else step
-        status = {"step": step, "phase": phase, "pid": os.getpid(), "time": time.time()}
+        status = {"step": int(step), "phase": phase, "pid": os.getpid(), "time": time.time()}
         try:
-            write_atomic(os.path.join(self._journal_dir, STATUS_FILE), json.dumps(status).encode())
+            write_atomic(os.path.join(self.run_dir, STATUS_FILE), json.dumps(status).encode())
         except OSError:
             pass
 
-    def _fetch_one_gen_batch(self):
-        batch = super()._fetch_one_gen_batch()
-        if self._journal_dir:
+    def record_prompts(self, batch, step: int) -> None:
+        """One ``prompts.jsonl`` line per chunk taken from the dataloader."""
+        if self.run_dir:
             index = batch.get("index", None) if hasattr(batch, "get") else None
-            append_jsonl(
-                os.path.join(self._journal_dir, PROMPTS_FILE),
-                {"step": int(self.global_steps), "index": _ints(index)},
-            )
-        return batch
-
-    def on_sample_begin(self):
-        self._journal_status("rollout")
-        return super().on_sample_begin()
-
-    def _update_actor(self, batch, metrics):
-        self._journal_status("update_actor")
-        return super()._update_actor(batch, metrics)
+            append_jsonl(os.path.join(self.run_dir, PROMPTS_FILE), {"step": int(step), "index": _ints(index)})
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def _save_checkpoint(self):
-        self._journal_status("save_checkpoint")
-        folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+    def _folder(self, step: int) -> str:
+        return os.path.join(self.config.trainer.default_local_dir, f"global_step_{step}")
+
+    def before_save(self, step: int) -> None:
+        self.status("save_checkpoint", step)
         # Saving into a folder that already exists (a rolled-back tracker) must not leave its old
         # marker vouching for files being rewritten.
-        remove_marker(folder)
-        super()._save_checkpoint()
+        remove_marker(self._folder(step))
+
+    def after_save(self, step: int) -> None:
         if self.config.actor_rollout_ref.actor.get("checkpoint", {}).get("async_save", False):
             return  # upstream writes no tracker either: nothing is known to be complete
-        self._pending_marker = (folder, int(self.global_steps))
+        self._pending_marker = (self._folder(step), int(step))
 
-    def _commit_checkpoint(self) -> None:
+    def commit_checkpoint(self) -> None:
         """Called once the step that saved the checkpoint has logged its metrics."""
         if self._pending_marker is None:
             return
@@ -100,14 +95,12 @@ class CheckpointJournalMixin:
         self._pending_marker = None
         write_marker(folder, step)
 
-    def on_step_begin(self):
-        self._commit_checkpoint()
-        self._journal_status("step_begin")
-        return super().on_step_begin()
+    # -- the step and the run ------------------------------------------------------------------
+    def step_begin(self, step: int) -> None:
+        """The previous step's metrics are logged: its checkpoint (if any) is complete."""
+        self.commit_checkpoint()
+        self.status("step_begin", step)
 
-    def fit(self, *args, **kwargs):
-        result = super().fit(*args, **kwargs)
-        self._commit_checkpoint()
-        # Upstream's counter ends one past the last step it trained.
-        self._journal_status("finished", step=int(getattr(self, "global_steps", 1)) - 1)
-        return result
+    def finished(self, last_step: int) -> None:
+        self.commit_checkpoint()
+        self.status("finished", last_step)

@@ -9,8 +9,8 @@ that happened to finish and fails later pushing weights to the dead actor, or --
 ``trainer.v1.sampler.sync_refill_failed_groups=true`` -- refills the failed prompts forever. A
 server that is alive but stuck (hung kernel, deadlock, stopped process) is polled forever.
 
-``RolloutWatchdogMixin`` (mixed into the recipe's trainer) wraps the trainer's own replay-buffer
-instance, no upstream code is patched:
+``RolloutWatchdog`` (a component of the recipe's trainer, attached by its ``_build_replay_buffer``)
+wraps the trainer's own replay-buffer instance, no upstream class is patched:
 
 - each poll pings every rollout server (non-blocking); a server whose actor died fails the step
   at once with ``RolloutServerDiedError`` naming the replica, its address and the step;
@@ -68,6 +68,11 @@ def settings(config) -> dict[str, float]:
 
 class RolloutWatchdog:
     """Watches the rollout servers of one trainer while its replay buffer waits for rollouts."""
+
+    @classmethod
+    def from_config(cls, config, servers_fn) -> "RolloutWatchdog":
+        cfg = settings(config)
+        return cls(servers_fn, cfg["rollout_timeout_s"], cfg["server_ping_timeout_s"])
 
     def __init__(self, servers_fn, rollout_timeout_s: float, ping_timeout_s: float, clock=time.monotonic):
         self._servers_fn = servers_fn  # () -> list[(label, actor handle)]
@@ -185,6 +190,12 @@ class RolloutWatchdog:
         if dead:
             raise RolloutServerDiedError(self._died_message(dead)) from cause
 
+    def explain_step_end_failure(self, step: Optional[int], cause: BaseException) -> None:
+        """The end of a step failed (pushing weights to a dead server fails there): raise
+        ``RolloutServerDiedError`` naming the dead server if there is one, else return."""
+        self.begin(step, "train")
+        self.raise_if_dead(cause=cause)
+
     # -- wiring ---------------------------------------------------------------------------------
     def attach(self, replay_buffer) -> None:
         """Wrap this replay-buffer *instance*'s ``sample`` and poll wait (the class is untouched)."""
@@ -236,28 +247,3 @@ def rollout_servers(trainer) -> list[tuple[str, Any]]:
                     label += f" ({address})"
                 out.append((label, handle))
     return out
-
-
-class RolloutWatchdogMixin:
-    """Mixed into the recipe's trainer (before upstream's trainer class in the bases)."""
-
-    def _build_replay_buffer(self):
-        replay_buffer = super()._build_replay_buffer()
-        cfg = settings(self.config)
-        self._rollout_watchdog = RolloutWatchdog(
-            lambda: rollout_servers(self), cfg["rollout_timeout_s"], cfg["server_ping_timeout_s"]
-        )
-        self._rollout_watchdog.attach(replay_buffer)
-        return replay_buffer
-
-    def on_step_end(self):
-        try:
-            return super().on_step_end()
-        except RolloutFailure:
-            raise
-        except Exception as exc:  # pushing weights to a dead server fails here
-            watchdog = getattr(self, "_rollout_watchdog", None)
-            if watchdog is not None:
-                watchdog.begin(getattr(self, "global_steps", None), "train")
-                watchdog.raise_if_dead(cause=exc)
-            raise

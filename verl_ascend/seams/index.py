@@ -483,7 +483,7 @@ SEAMS: tuple[Seam, ...] = (
         ),
         switched_on=(
             "VERL_ASCEND_METRICS_APPEND=1, exported by verl_ascend.run.checkpoints.prepare_run after it trims the "
-            "file to the resumed step; installed by CheckpointJournalMixin.__init__ in the TaskRunner."
+            "file to the resumed step; installed when the trainer builds its RunJournal in the TaskRunner."
         ),
         upstream_fix="None filed yet: FileLogger opening its file with 'ab' (same path upstream).",
         remove_when="upstream's FileLogger appends.",
@@ -619,17 +619,17 @@ SEAMS: tuple[Seam, ...] = (
         kind="private-override",
         target=(
             "PPOTrainerSync/PPOTrainer._fetch_one_gen_batch, _update_actor, _save_checkpoint, overridden by "
-            "verl_ascend.run.journal.CheckpointJournalMixin (verl==0.9.1)"
+            "recipe.dapo_ascend.trainer.DAPOAscendTrainer to call its RunJournal component (verl==0.9.1)"
         ),
         why=(
             "The crash-safe run journal records each step's prompts, status and checkpoint markers around "
             "upstream's batch fetch, actor update and checkpoint save."
         ),
-        switched_on="Always in the recipe's trainer (mixin).",
+        switched_on="Always in the recipe's trainer (its journal component, verl_ascend/run/journal.py::RunJournal).",
         upstream_fix="None filed yet: trainer callbacks (on_batch, on_update, on_checkpoint_saved).",
         remove_when="upstream's trainer exposes step callbacks.",
         test=_PR + "[recipe_journal_overrides]",
-        code="verl_ascend/run/journal.py::CheckpointJournalMixin",
+        code="recipe/dapo_ascend/trainer.py::DAPOAscendTrainer, verl_ascend/run/journal.py::RunJournal",
         fingerprints={
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._fetch_one_gen_batch": "37a980de651f5fd6",
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._update_actor": "604dd6989c331a03",
@@ -654,7 +654,7 @@ SEAMS: tuple[Seam, ...] = (
             "The rollout watchdog wraps the replay buffer upstream builds, and names each rollout server by the "
             "private address of its replica when it explains a dead or stalled server."
         ),
-        switched_on="Always in the recipe's trainer (RolloutWatchdogMixin).",
+        switched_on="Always in the recipe's trainer (its rollout_watchdog component, attached in _build_replay_buffer).",
         upstream_fix="None filed yet: a public replica address (server_address is a method only on live replicas).",
         remove_when="upstream exposes a rollout health API.",
         test=_PR,
@@ -678,11 +678,11 @@ SEAMS: tuple[Seam, ...] = (
             "A dead rollout server otherwise leaves sample() polling forever; the watchdog checks the servers on "
             "every poll and turns a dead one into RolloutServerDiedError naming it."
         ),
-        switched_on="RolloutWatchdogMixin._build_replay_buffer (always in the recipe's trainer).",
+        switched_on="DAPOAscendTrainer._build_replay_buffer -> RolloutWatchdog.attach (always in the recipe's trainer).",
         upstream_fix="None filed yet: ReplayBuffer calling a health-check callback in its poll loop.",
         remove_when="upstream's ReplayBuffer offers a poll callback or detects dead servers itself.",
         test="tests/verl_ascend/run/test_rollout_failure.py",
-        code="verl_ascend/run/watchdog.py::RolloutWatchdogMixin (watch_buffer)",
+        code="verl_ascend/run/watchdog.py::RolloutWatchdog.attach",
         fingerprints={
             "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.sample": "993d0cbef040a10b",
             "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._wait_for_next_poll": "b99392f15144c10d",
@@ -694,14 +694,14 @@ SEAMS: tuple[Seam, ...] = (
         kind="private-override",
         target=(
             "PPOTrainer._build_replay_buffer and _submit_batch_to_rollout, overridden by "
-            "recipe.dapo_ascend.rollout_tail.mixin.RolloutTailMixin (verl==0.9.1)"
+            "recipe.dapo_ascend.trainer.DAPOAscendTrainer to call its RolloutTail component (verl==0.9.1)"
         ),
         why="The long-tail policy swaps in its sampler and notes the uids submitted for rollout.",
         switched_on="Always in the recipe's trainer; acts when trainer.v1.dapo_ascend.rollout_tail is on.",
         upstream_fix="None filed yet: a sampler_cls option for the replay buffer and a submit callback.",
         remove_when="upstream lets a trainer choose its sampler class and observe submissions.",
         test="tests/recipe/test_rollout_tail.py",
-        code="recipe/dapo_ascend/rollout_tail/mixin.py::RolloutTailMixin",
+        code="recipe/dapo_ascend/trainer.py::DAPOAscendTrainer, recipe/dapo_ascend/rollout_tail/component.py::RolloutTail",
         fingerprints={
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._build_replay_buffer": "e0a1b665f5d73bc1",
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._submit_batch_to_rollout": "eb931056887595df",
@@ -750,7 +750,7 @@ SEAMS: tuple[Seam, ...] = (
             "Upstream builds its buffer inside _build_replay_buffer with arguments of its own; adopting the "
             "instance keeps those arguments without re-deriving them."
         ),
-        switched_on="RolloutTailMixin._build_replay_buffer.",
+        switched_on="DAPOAscendTrainer._build_replay_buffer -> RolloutTail.adopt.",
         upstream_fix="As for recipe_tail_sampler (a sampler_cls option would build ours directly).",
         remove_when="upstream lets a trainer choose its sampler class.",
         test="tests/recipe/test_rollout_tail.py",

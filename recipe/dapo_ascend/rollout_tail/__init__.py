@@ -25,5 +25,5 @@ so the policy here generates on purpose more than it needs and stops early:
    tokens, staleness (``accounting``). The tail fraction is measured the same way with the
    policy off (observation only, upstream's sampling unchanged), so the two can be compared.
 
-The trainer side is ``mixin.RolloutTailMixin``, mixed into ``recipe.dapo_ascend.trainer``.
+The trainer side is ``component.RolloutTail``, a component of ``recipe.dapo_ascend.trainer``.
 """

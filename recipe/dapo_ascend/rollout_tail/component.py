@@ -1,11 +1,13 @@
-"""Trainer side of the policy, mixed into ``recipe.dapo_ascend.trainer.DAPOAscendTrainer``.
+"""Trainer side of the policy: ``RolloutTail``, a component of ``recipe.dapo_ascend.trainer.DAPOAscendTrainer``,
+which calls it from its hooks:
 
-- ``_build_replay_buffer``: wraps upstream's buffer in ``TailMeter`` (off) or
+- ``_build_replay_buffer``: ``adopt`` wraps upstream's buffer in ``TailMeter`` (off) or
   ``TailCuttingSampler`` (on);
-- ``get_llm_client``: ``TailAwareClient`` for the agent loops (on);
-- the router YAML for ``balance=outstanding_tokens`` (on, unless the user set a router);
+- ``get_llm_client``: ``client_cls`` is ``TailAwareClient`` for the agent loops (on);
+- ``__init__``: the router YAML for ``balance=outstanding_tokens`` (on, unless the user set a router);
 - ``prepare_step``: no fixed batch up front (on): the sampler tops up to its target;
-- ``on_step_end``: after the new weights are in, reopen the servers closed by the abort, so
+- ``_submit_batch_to_rollout``: ``note_submitted`` tells the sampler which groups went out;
+- ``on_step_end``: ``step_ended``, after the new weights are in, reopens the servers closed by the abort, so
   the carried requests continue with them;
 - ``rollout_groups.jsonl`` in the run directory (``VERL_ASCEND_RUN_DIR``): every prompt
   group's fate per step (submitted, filtered, dropped, trained, carried).
@@ -24,7 +26,6 @@ from recipe.dapo_ascend.rollout_tail.balancer import ROUTER_CLASS
 from recipe.dapo_ascend.rollout_tail.client import TailAwareClient
 from recipe.dapo_ascend.rollout_tail.policy import TailPolicy
 from recipe.dapo_ascend.rollout_tail.sampler import TailCuttingSampler, TailMeter
-from verl_ascend.run.watchdog import rollout_servers
 
 LEDGER_FILE = "rollout_groups.jsonl"
 ROUTER_FILE = "router.yaml"
@@ -55,62 +56,65 @@ def write_router_yaml(config, policy: TailPolicy) -> str | None:
     return path
 
 
-class RolloutTailMixin:
-    def __init__(self, config, *args, **kwargs):
-        self._tail_policy = TailPolicy.from_config(config)
-        self._tail_gate_closed = False
-        if self._tail_policy.enable:
-            write_router_yaml(config, self._tail_policy)
-        super().__init__(config, *args, **kwargs)
+class RolloutTail:
+    """The policy's trainer side; the trainer calls it from its hooks (``recipe/dapo_ascend/trainer.py``)."""
+
+    def __init__(self, config, servers_fn):
+        """Built before upstream's trainer ``__init__``: the router YAML must be in the config
+        before the rollout servers are made, and the replay buffer (built in upstream's
+        ``__init__``) is adopted by ``adopt``. ``servers_fn``: () -> [(label, server handle)]."""
+        self.config = config
+        self.policy = TailPolicy.from_config(config)
+        self._servers_fn = servers_fn
+        self._gate_closed = False
+        if self.policy.enable:
+            write_router_yaml(config, self.policy)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.policy.enable)
 
     # -- construction ------------------------------------------------------------------------
-    def _build_replay_buffer(self):
-        buffer = super()._build_replay_buffer()
+    def adopt(self, buffer):
+        """Upstream's replay buffer as a ``TailMeter`` (policy off) or ``TailCuttingSampler`` (on)."""
         run_dir = os.environ.get(ENV_RUN_DIR)
-        ledger = self._tail_ledger(os.path.join(run_dir, LEDGER_FILE)) if run_dir else None
-        if not self._tail_policy.enable:
+        ledger = self._ledger(os.path.join(run_dir, LEDGER_FILE)) if run_dir else None
+        if not self.policy.enable:
             return TailMeter.adopt(buffer, ledger=ledger)
         data = self.config.data
         dapo = getattr(buffer, "filter_groups_metric", None) is not None
         granularity = 1 if dapo else int(data.get("gen_batch_size", None) or data.train_batch_size)
         return TailCuttingSampler.adopt(
-            buffer, ledger=ledger, policy=self._tail_policy, refill_granularity=granularity, abort_fn=self._tail_abort
+            buffer, ledger=ledger, policy=self.policy, refill_granularity=granularity, abort_fn=self.abort
         )
 
     @staticmethod
-    def _tail_ledger(path: str):
+    def _ledger(path: str):
         def record(event: str, step: int, uids: list) -> None:
             append_jsonl(path, {"step": int(step), "event": event, "uids": uids})
 
         return record
 
-    def get_llm_client(self):
-        if not self._tail_policy.enable:
-            return super().get_llm_client()
-        return self.llm_server_manager.get_client(client_cls=TailAwareClient)
+    def client_cls(self):
+        """The agent loops' client class: ``TailAwareClient`` with the policy on, else None (upstream's)."""
+        return TailAwareClient if self.policy.enable else None
 
     # -- the step ------------------------------------------------------------------------------
-    def _submit_batch_to_rollout(self, batch):
-        count = super()._submit_batch_to_rollout(batch)
-        note = getattr(self.replay_buffer, "note_submitted", None)
+    @staticmethod
+    def note_submitted(replay_buffer, batch) -> None:
+        note = getattr(replay_buffer, "note_submitted", None)
         if note is not None:
             note([str(u) for u in batch["uid"]])
-        return count
 
-    def prepare_step(self) -> dict:
-        if not self._tail_policy.enable:
-            return super().prepare_step()
-        return {}  # the sampler submits what the step needs, counting groups carried over
-
-    def _tail_abort(self, reject: bool) -> int:
-        handles = [handle for _, handle in rollout_servers(self)]
+    def abort(self, reject: bool) -> int:
+        handles = [handle for _, handle in self._servers_fn()]
         results = ray.get([h.abort_all_requests.remote(reject_request=reject) for h in handles])
-        self._tail_gate_closed = True
+        self._gate_closed = True
         return sum(int((r or {}).get("aborted_count", 0)) for r in results if isinstance(r, dict))
 
-    def on_step_end(self):
-        result = super().on_step_end()  # the new weights are in the servers now
-        if self._tail_gate_closed:
-            self.checkpoint_manager.resume_generation_replicas()
-            self._tail_gate_closed = False
-        return result
+    def step_ended(self, checkpoint_manager) -> None:
+        """After the new weights are in the servers: reopen those the abort closed, so the
+        carried requests continue with them."""
+        if self._gate_closed:
+            checkpoint_manager.resume_generation_replicas()
+            self._gate_closed = False
