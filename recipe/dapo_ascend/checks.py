@@ -1,7 +1,13 @@
-"""The DAPO recipe's own config checks, registered with ``verl_ascend.checks`` by the recipe.
+"""The DAPO recipe's rules of the one validation pipeline, registered with ``verl_ascend.checks``.
 
 Registered through the entry point ``verl_ascend.checks: dapo_ascend = recipe.dapo_ascend.checks:register_checks``
-(setup.py), so every ``verl_ascend.checks.diagnose`` sees them without the neutral package importing the recipe.
+(setup.py), so every ``verl_ascend.checks.validate`` runs them without the neutral package importing the recipe:
+
+- ``config_types`` (gate): every key the recipe reads has the right type and range (``config_schema.py``),
+  one finding per key;
+- ``rollout_tail_policy``: the rollout-tail settings, parsed once into a ``TailPolicy`` here, in range and read
+  by the trainer that runs;
+- ``destination_unusable`` (inputs): run and checkpoint folders writable with room for a checkpoint.
 """
 
 from __future__ import annotations
@@ -10,6 +16,8 @@ from collections.abc import Iterator
 
 from verl_ascend import checks
 from verl_ascend.checks.findings import ERROR, WARN, Finding
+from verl_ascend.checks.preflight import PreflightError
+from verl_ascend.checks.pipeline import GATE, INPUTS, from_check, keys_named, tag
 from verl_ascend.checks.view import ConfigView
 
 # The recipe's trainer (recipe/dapo_ascend/trainer.py) runs as upstream's "sync" trainer.
@@ -18,11 +26,27 @@ TRAINER_MODE = "dapo_ascend"
 TAIL = f"trainer.v1.{TRAINER_MODE}.rollout_tail"
 
 
+def config_types(view: ConfigView) -> Iterator[Finding]:
+    """Every key the recipe reads has the right type and range (``config_schema.py``)."""
+    from recipe.dapo_ascend import config_schema
+
+    for problem in config_schema.problems(view.config):
+        yield Finding("config_types", ERROR, problem, keys_named(problem))
+
+
 def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
-    """The recipe's rollout long-tail policy (recipe/dapo_ascend/rollout_tail) acts only in the
+    """The recipe's rollout long-tail policy (recipe/dapo_ascend/rollout_tail): its settings in range
+    (``TailPolicy.from_config``, the one place that parses them), and it acts only in the
     ``dapo_ascend`` trainer; with carry-over, part of each trained batch comes from last step's
     weights, which only rollout-correction importance weights account for in the loss."""
-    if not view.get_bool(f"{TAIL}.enable"):
+    from recipe.dapo_ascend.rollout_tail.policy import TailPolicy, TailPolicyError
+
+    try:
+        policy = TailPolicy.from_config(view.config)
+    except (TailPolicyError, TypeError, ValueError) as exc:
+        yield Finding("rollout_tail_invalid", ERROR, str(exc), keys_named(str(exc)) or (TAIL,))
+        return
+    if not policy.enable:
         return
     mode = view.get("trainer.v1.trainer_mode", "sync")
     if mode != TRAINER_MODE or not view.uses_v1_trainer:
@@ -36,19 +60,32 @@ def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
             (f"{TAIL}.enable", "trainer.v1.trainer_mode"),
         )
         return
-    if view.get_bool(f"{TAIL}.carry_over", True) and not view.get("algorithm.rollout_correction.rollout_is"):
+    if policy.carry_over and not view.get("algorithm.rollout_correction.rollout_is"):
         yield Finding(
             "rollout_tail_off_policy_uncorrected",
             WARN,
             f"{TAIL}.carry_over=True trains tokens sampled with the previous step's weights (up to "
-            f"{TAIL}.max_staleness steps old) but algorithm.rollout_correction.rollout_is is unset, so the loss "
-            "treats them as on-policy. Set algorithm.rollout_correction.rollout_is=token (truncated importance "
-            "weights), or carry_over=False to drop aborted responses instead.",
+            f"{TAIL}.max_staleness={policy.max_staleness} steps old) but algorithm.rollout_correction.rollout_is "
+            "is unset, so the loss treats them as on-policy. Set algorithm.rollout_correction.rollout_is=token "
+            "(truncated importance weights), or carry_over=False to drop aborted responses instead.",
             (f"{TAIL}.carry_over", "algorithm.rollout_correction.rollout_is"),
         )
 
 
-RULES = (rollout_tail_policy,)
+def _check_destination(config) -> None:
+    from recipe.dapo_ascend.preflight import check_destination
+
+    check_destination(config)
+
+
+tag(config_types, stage=GATE, launch=True)
+tag(rollout_tail_policy, launch=True)
+_check_destination.__doc__ = "Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."
+destination_unusable = from_check(
+    "destination_unusable", _check_destination, (PreflightError,), stage=INPUTS, needs=("model_unusable",)
+)  # its checkpoint-size estimate reads the model folder
+
+RULES = (config_types, rollout_tail_policy, destination_unusable)
 
 
 def register_checks() -> None:

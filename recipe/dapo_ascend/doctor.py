@@ -1,8 +1,10 @@
 """``python -m recipe.dapo_ascend.doctor [--config-name NAME] [--config-dir DIR] [--strict] [overrides...]``
 
 Composes a recipe config the way the entry point would (upstream-style Hydra overrides), reads the
-current environment, prints every finding and the verdict. Exit status: 0 accepted, 1 refused,
-2 the config cannot be composed. Starts nothing and touches no hardware.
+current environment, runs the one validation pipeline (``verl_ascend.checks.validate``: the same rules
+and verdict as ``DRY_RUN=1``; the launch adds the rules that read the run's files) and prints every
+finding and the verdict. Exit status: 0 accepted, 1 refused, 2 the config cannot be composed or has
+keys of the wrong type or range. Starts nothing and touches no hardware.
 
 The rules are ``verl_ascend.checks``'s, plus those the backends and this recipe register there. This
 command lives in the recipe because it composes the recipe's configs; ``python -m verl.ascend.doctor``
@@ -15,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from verl_ascend.checks import IGNORE_ENV, STRICT_ENV, blocking, diagnose, format_report, strict_from_env
+from verl_ascend.checks import IGNORE_ENV, STRICT_ENV, format_report, refusal, strict_from_env, validate
 
 DEFAULT_CONFIG = "dapo_qwen25_32b_npu"
 EXIT_OK, EXIT_REFUSED, EXIT_BAD_CONFIG = 0, 1, 2
@@ -47,14 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    from recipe.dapo_ascend import config_schema  # the typed view preflight and DRY_RUN apply
+    from recipe.dapo_ascend import preflight
 
-    if config_schema.refuse(config):
-        return EXIT_BAD_CONFIG
-    strict = args.strict or strict_from_env()
-    findings = diagnose(config)
+    strict = args.strict or preflight.strict_of(config)
+    findings = validate(config)
     print(format_report(findings, strict))
-    return EXIT_REFUSED if blocking(findings, strict) else EXIT_OK
+    refused = refusal(findings, strict)
+    if refused is None:
+        return EXIT_OK
+    print(str(refused), file=sys.stderr)
+    return EXIT_BAD_CONFIG if "config_types" in refused.rules else EXIT_REFUSED
 
 
 if __name__ == "__main__":

@@ -5,10 +5,12 @@ composed config the job would get, (1) the whole config as YAML with interpolati
 (1b) the effective settings: each switch's value where upstream consumes it (the actor's FSDP
 engine config, the vLLM engine arguments incl. additional_config, the target vLLM/vllm-ascend
 release; ``verl_ascend/checks/effective.py``, given the Ascend env profile), (2) the per-role environment the Ascend env profile would deliver, as ``KEY=VALUE`` lines with
-the reason for each value, and (3) the config doctor's findings and verdict; then it exits. It
+the reason for each value, and (3) the findings and verdict of the one validation pipeline (``verl_ascend.checks.validate``, the
+rules the launch runs except those that read the run's files: the same verdict as
+``python -m recipe.dapo_ascend.doctor``); then it exits. It
 imports no Ray-starting code and touches no device, so it runs on any CPU machine (and in CI).
 
-Exit status: 0 when the doctor accepts the config, 2 when it refuses (same as a real launch).
+Exit status: 0 when the checks accept the config, 2 when they refuse (same as a real launch).
 ``VERL_ASCEND_DOCTOR_STRICT=1`` (or a config key ``doctor.strict``) makes warnings refuse too.
 """
 
@@ -72,12 +74,13 @@ def env_profile_for(config: DictConfig, environ: Mapping[str, str]):
 
 def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     """Print config, env and verdict to ``out``; return the exit status (never starts anything)."""
-    from verl_ascend import checks as doctor
+    from recipe.dapo_ascend import preflight
+    from verl_ascend import checks
     from verl_ascend.checks import effective
 
     environ = dict(os.environ if environ is None else environ)
     out = out or sys.stdout
-    strict = doctor.strict_from_env(environ) or bool(OmegaConf.select(config, "doctor.strict", default=False))
+    strict = preflight.strict_of(config, environ)
 
     def emit(text: str = "") -> None:
         print(text, file=out)
@@ -91,17 +94,13 @@ def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: Text
     for line in render_env(config, environ):
         emit(line)
     emit("# ===== config doctor =====")
-    findings = doctor.diagnose(config, environ)
-    emit(doctor.format_report(findings, strict))
+    findings = checks.validate(config, environ)
+    emit(checks.format_report(findings, strict))
     emit("# dry run: nothing started (no Ray, no devices)")
     out.flush()
-    from recipe.dapo_ascend import config_schema
-
-    if config_schema.refuse(config):  # the same typed view preflight applies
-        return EXIT_REFUSED
-    stops = doctor.blocking(findings, strict)
-    if stops:
-        print(str(doctor.DoctorError(stops, strict=strict)), file=sys.stderr, flush=True)
+    refused = checks.refusal(findings, strict)
+    if refused is not None:
+        print(str(refused), file=sys.stderr, flush=True)
         return EXIT_REFUSED
     return EXIT_OK
 

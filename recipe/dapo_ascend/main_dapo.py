@@ -3,10 +3,12 @@
 The whole path, in order:
 1. Hydra composes ``config/<name>.yaml`` on top of upstream's ``ppo_trainer`` config; every
    upstream-style override works (``data.max_response_length=1234``, ``+foo=bar``).
-2. ``DRY_RUN=1``: print the composed config, env profile and doctor verdict, and exit.
-3. Preflight (``preflight.py``: typed keys, model, checkpoint destination, data, batch sizes) and
-   the config doctor run in this process, before Ray starts and before anything in the output
-   folder changes: bad input fails in seconds with the culprit named, exit status 2.
+2. ``DRY_RUN=1``: print the composed config, env profile and the checks' findings and verdict, and exit.
+3. The one validation pipeline (``verl_ascend.checks.validate``, via ``preflight.check_all``: typed
+   keys, upstream's config objects and ``validate_config``, batch arithmetic, rollout-tail policy,
+   the doctor's rules, env-profile conflicts, then model, checkpoint destination and data rows) runs
+   in this process, before Ray starts and before anything in the output folder changes: bad input
+   fails in seconds with every culprit named at once, exit status 2.
 4. The run folder is locked (one live run per folder), a start that would resume nothing on top
    of recorded history is refused, and only then are the run's files brought in line with the
    checkpoint it resumes (``verl_ascend/run/run_guard.py``, ``verl_ascend/run/checkpoints.py``).
@@ -23,7 +25,7 @@ import os
 import sys
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from verl_ascend import envs
 from verl_ascend.run.checkpoints import export_to_workers
@@ -46,8 +48,9 @@ def prepare(config: DictConfig) -> None:
     from verl_ascend.run import checkpoints, cluster, files, run_guard
 
     auto_set_device(config)
+    if not envs.flag(preflight.DOCTOR_SWITCH):
+        logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor's advice is skipped (launch checks still run)")
     preflight.check_all(config)
-    run_doctor(config)
     cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
     # From here on this process owns the run folder; a second run on it stops here.
     folders = list(checkpoints.run_paths(config))
@@ -63,16 +66,6 @@ def prepare(config: DictConfig) -> None:
     if start_over:
         print(f"[verl-ascend] fault_tolerance.start_over=true: {plan.why}; earlier records go to dated side files", flush=True)
     checkpoints.prepare_run(config, plan)  # checkpoint picked; metrics/prompt logs continue
-
-
-def run_doctor(config: DictConfig) -> None:
-    if not envs.flag("VERL_ASCEND_DOCTOR"):
-        logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor is skipped")
-        return
-    from verl_ascend import checks as doctor
-
-    if hasattr(doctor, "check"):
-        doctor.check(config, strict=bool(OmegaConf.select(config, "doctor.strict", default=False)))
 
 
 EXTERNAL_MODULE = "recipe.dapo_ascend.register"
@@ -129,11 +122,6 @@ def main_with_config(config: DictConfig) -> int:
     except (PreflightError, envs.EnvValueError) as exc:
         print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
         return 2
-    except Exception as exc:
-        if type(exc).__name__ == "DoctorError":
-            print(f"[verl-ascend] config doctor: {exc}", file=sys.stderr, flush=True)
-            return 2
-        raise
     run(config)
     return 0
 

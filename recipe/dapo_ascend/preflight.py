@@ -1,23 +1,30 @@
-"""The recipe's preflight: the neutral checks of ``verl_ascend.checks.preflight`` plus the recipe's own
-(typed keys of ``config_schema``, the rollout-tail policy), in the order the entry point runs them.
+"""The recipe's preflight: the one validation pipeline (``verl_ascend.checks.validate``) run on the
+composed config with the run's files, before Ray starts and before anything in the output folder changes.
 
-Each problem raises ``PreflightError``; the entry point prints it and exits with status 2.
+Its rules: the neutral ones of ``verl_ascend.checks`` (upstream's config objects and ``validate_config``,
+batch arithmetic, model folder, data rows, the doctor's rules) and those the backends and this recipe
+register (``recipe/dapo_ascend/checks.py``: typed keys, rollout-tail policy, checkpoint destination).
+Every error (and, under strict, every warning) is named in one ``PreflightError``; the entry point
+prints it and exits with status 2. The single checks below stay callable on their own.
 """
 
 from __future__ import annotations
 
 import os
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+
+from verl_ascend import envs
 
 from verl_ascend.checks.preflight import (  # noqa: F401 (the recipe's preflight API)
     PreflightError,
-    check_batch_sizes,
     check_data,
     check_model,
     check_upstream_objects,
     run_upstream_validation,
 )
+
+DOCTOR_SWITCH = "VERL_ASCEND_DOCTOR"  # =0: the doctor's advice is skipped at launch (launch checks still run)
 
 
 def check_types(config: DictConfig) -> None:
@@ -25,16 +32,6 @@ def check_types(config: DictConfig) -> None:
     from recipe.dapo_ascend import config_schema
 
     config_schema.check(config, PreflightError)
-
-
-def check_rollout_tail(config: DictConfig) -> None:
-    """``trainer.v1.dapo_ascend.rollout_tail`` settings are in range (``rollout_tail/policy.py``)."""
-    from recipe.dapo_ascend.rollout_tail.policy import TailPolicy, TailPolicyError
-
-    try:
-        TailPolicy.from_config(config)
-    except (TailPolicyError, TypeError) as exc:
-        raise PreflightError(str(exc)) from exc
 
 
 def check_destination(config: DictConfig) -> None:
@@ -53,12 +50,28 @@ def check_destination(config: DictConfig) -> None:
     run_guard.check_destination(config, run_dir, PreflightError)
 
 
-def check_all(config: DictConfig) -> None:
-    check_types(config)
-    check_upstream_objects(config)
-    check_rollout_tail(config)
-    check_model(config)
-    check_destination(config)
-    check_data(config)
-    check_batch_sizes(config)
-    run_upstream_validation(config)
+def strict_of(config: DictConfig, environ=None) -> bool:
+    """Warnings refuse too: ``doctor.strict`` in the config or ``VERL_ASCEND_DOCTOR_STRICT=1``."""
+    from verl_ascend import checks
+
+    return checks.strict_from_env(environ) or bool(OmegaConf.select(config, "doctor.strict", default=False))
+
+
+def findings(config: DictConfig, environ=None, *, inputs: bool = True):
+    """Every finding of the pipeline for this config (with the run's files when ``inputs``)."""
+    from verl_ascend import checks
+
+    environ = dict(os.environ if environ is None else environ)
+    advice = envs.flag(DOCTOR_SWITCH, environ)
+    return checks.validate(config, environ, inputs=inputs, advice=advice)
+
+
+def check_all(config: DictConfig, environ=None) -> list:
+    """Run the pipeline with the run's files; raise ``PreflightError`` naming every blocking finding."""
+    from verl_ascend import checks
+
+    found = findings(config, environ)
+    refused = checks.refusal(found, strict_of(config, environ))
+    if refused is not None:
+        raise PreflightError(str(refused))
+    return found

@@ -1,4 +1,13 @@
-"""Config checks (the "doctor"): refuse a run whose settings would silently do nothing or conflict.
+"""The one validation pipeline: every check of a run's config and inputs, as rules yielding findings.
+
+``validate(config, environ, inputs=...)`` runs, in one pass, every rule: the built-in ones (this
+package: the doctor's rules, upstream's config objects and ``validate_config``, batch arithmetic,
+model folder and data rows) and those registered by backends and recipes through the entry-point
+group ``verl_ascend.checks`` (the Ascend env-profile conflicts, the recipe's typed keys, rollout-tail
+policy and checkpoint destination). It returns every ``Finding`` (errors first) and never raises for
+a problem in the config, so a refusal names every culprit at once. The entry point
+(``main_dapo.prepare``: with ``inputs=True``), ``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor``
+all call it, so they reach the same verdict on the same config. Stages and tags: ``pipeline.py``.
 
 Why: a DAPO job on 128 Ascend cards runs for days, and several settings that look right do
 nothing in upstream verl 0.9.1 (overlong shaping under legacy keys, knobs the V1 trainer ignores,
@@ -27,6 +36,7 @@ from typing import Any
 from verl_ascend.checks import (
     rules_context,
     rules_effective,
+    rules_preflight,
     rules_fsdp,
     rules_layout,
     rules_profiling,
@@ -35,6 +45,7 @@ from verl_ascend.checks import (
     rules_schema,
 )
 from verl_ascend.checks.findings import ERROR, INFO, WARN, DoctorError, Finding
+from verl_ascend.checks.pipeline import CONFIG, GATE, INPUTS, stage_of
 from verl_ascend.checks.view import ConfigView
 
 STRICT_ENV = "VERL_ASCEND_DOCTOR_STRICT"
@@ -44,6 +55,7 @@ ENTRY_POINT_GROUP = "verl_ascend.checks"
 
 Rule = Callable[[ConfigView], Iterable[Finding]]
 BUILTIN_RULES: tuple[Rule, ...] = (
+    *rules_preflight.RULES,
     *rules_effective.RULES,
     *rules_reward.RULES,
     *rules_sampling.RULES,
@@ -59,7 +71,7 @@ _entry_points_loaded = False
 
 __all__ = [
     "DoctorError", "Finding", "ERROR", "WARN", "INFO", "BUILTIN_RULES", "rules", "register",
-    "register_sync_trainer_mode", "check", "diagnose", "blocking", "format_report",
+    "register_sync_trainer_mode", "check", "validate", "diagnose", "blocking", "format_report", "refusal",
 ]
 
 
@@ -92,18 +104,61 @@ def rules() -> tuple[Rule, ...]:
     return (*BUILTIN_RULES, *_registered)
 
 
-def diagnose(config: Any, environ: Mapping[str, str] | None = None) -> list[Finding]:
-    """Every finding of every rule, errors first; never raises for a problem in the config."""
+def validate(
+    config: Any, environ: Mapping[str, str] | None = None, *, inputs: bool = False, advice: bool = True
+) -> list[Finding]:
+    """Run the pipeline on a composed config: every finding of every rule, errors first.
+
+    Gate rules run first; while one errs, rules that trust the config's types are skipped (a note
+    says which). ``inputs=True`` adds the rules that read the run's files (the entry point's
+    preflight). ``advice=False`` (``VERL_ASCEND_DOCTOR=0`` at launch) keeps only launch checks.
+    ``VERL_ASCEND_DOCTOR_IGNORE=rule_a,...`` downgrades those rules' findings to notes.
+    """
     view = ConfigView(config, environ)
     ignored = {r.strip() for r in view.environ.get(IGNORE_ENV, "").split(",") if r.strip()}
+    stages = (GATE, CONFIG, INPUTS) if inputs else (GATE, CONFIG)
     findings: list[Finding] = []
-    for rule in rules():
-        for finding in rule(view):
-            if finding.rule in ignored and finding.severity != INFO:
-                finding = Finding(finding.rule, INFO, f"(ignored via {IGNORE_ENV}) {finding.message}", finding.keys)
-            findings.append(finding)
+    erred: set[str] = set()  # rule ids that reported an error
+    gate_failed = False
+    skipped: list[str] = []
+    for stage in stages:
+        for rule in rules():
+            if stage_of(rule) != stage or not (advice or getattr(rule, "launch", False)):
+                continue
+            unmet = [need for need in getattr(rule, "needs", ()) if need in erred]
+            if gate_failed and getattr(rule, "trusts_config", False):
+                unmet.append("a sound config")
+            if unmet:
+                skipped.append(f"{getattr(rule, '__name__', rule)} (needs {', '.join(unmet)})")
+                continue
+            for finding in _run(rule, view):
+                if finding.severity == ERROR:
+                    erred.add(finding.rule)
+                    gate_failed = gate_failed or stage == GATE
+                if finding.rule in ignored and finding.severity != INFO:
+                    finding = Finding(
+                        finding.rule, INFO, f"(ignored via {IGNORE_ENV}) {finding.message}", finding.keys, finding.accepted
+                    )
+                findings.append(finding)
+    if skipped:
+        findings.append(Finding("checks_skipped", INFO, "not run until the errors above are fixed: " + "; ".join(skipped)))
     order = {ERROR: 0, WARN: 1, INFO: 2}
     return sorted(findings, key=lambda f: order[f.severity])
+
+
+def _run(rule: Rule, view: ConfigView) -> list[Finding]:
+    """A rule's findings; a rule that crashes is itself an error finding, never a traceback."""
+    try:
+        return list(rule(view))
+    except Exception as exc:  # noqa: BLE001 -- any bug in a rule must refuse cleanly, naming it
+        name = getattr(rule, "__name__", repr(rule))
+        return [Finding("rule_crashed", ERROR, f"the check {name} failed ({type(exc).__name__}: {exc}); fix the "
+                        "input it names or set VERL_ASCEND_DOCTOR_IGNORE=rule_crashed to start anyway")]
+
+
+def diagnose(config: Any, environ: Mapping[str, str] | None = None) -> list[Finding]:
+    """``validate`` without the rules that read the run's files (what the doctor and the dry run show)."""
+    return validate(config, environ)
 
 
 def strict_from_env(environ: Mapping[str, str] | None = None) -> bool:
@@ -129,6 +184,12 @@ def check(config: Any, strict: bool = False, environ: Mapping[str, str] | None =
     if stops:
         raise DoctorError(stops, strict=strict)
     return findings
+
+
+def refusal(findings: Iterable[Finding], strict: bool) -> DoctorError | None:
+    """The error that refuses a start (every blocking finding), or None when the run may start."""
+    stops = blocking(findings, strict)
+    return DoctorError(stops, strict=strict) if stops else None
 
 
 def format_report(findings: list[Finding], strict: bool) -> str:

@@ -1,4 +1,4 @@
-"""What a doctor rule reports, and the error that stops a run.
+"""What a rule of the validation pipeline reports, and the error that stops a run.
 
 A finding says what would happen if the run started as configured and what to change, and names
 the config keys or environment variables involved, so a user can act on it without reading the
@@ -21,6 +21,7 @@ class Finding:
     severity: str  # one of SEVERITIES
     message: str  # what would happen, then what to change
     keys: tuple[str, ...] = ()  # config keys / environment variables involved
+    accepted: str = ""  # what would be accepted instead, when the message does not already say it
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -28,7 +29,8 @@ class Finding:
 
     def __str__(self) -> str:
         keys = f" [{', '.join(self.keys)}]" if self.keys else ""
-        return f"[{self.severity}] {self.rule}: {self.message}{keys}"
+        accepted = f"; accepted: {self.accepted}" if self.accepted else ""
+        return f"[{self.severity}] {self.rule}: {self.message}{accepted}{keys}"
 
 
 class DoctorError(ValueError):
@@ -38,7 +40,7 @@ class DoctorError(ValueError):
         self.findings = list(findings)
         self.strict = strict
         what = "problem" if len(self.findings) == 1 else "problems"
-        lines = [f"config doctor refused this run ({len(self.findings)} {what}{', strict' if strict else ''}):"]
+        lines = [f"checks refused this run ({len(self.findings)} {what}{', strict' if strict else ''}):"]
         lines += [f"  - {finding}" for finding in self.findings]
         super().__init__("\n".join(lines))
 

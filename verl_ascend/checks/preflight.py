@@ -2,12 +2,14 @@
 minutes of cluster start-up, with a message naming the key, file or row at fault.
 
 Upstream checks most of this too, but deep inside Ray actors (an assertion in a worker's
-traceback) or only after the cluster has started. Here each problem raises
-``PreflightError``; the entry point prints it and exits with status 2.
+traceback) or only after the cluster has started. Each check raises ``PreflightError`` naming the
+culprit; ``rules_preflight.py`` makes each one a rule of the one pipeline
+(``verl_ascend.checks.validate``), which reports every culprit at once. The batch arithmetic is the
+layout rule ``rules_layout.batch_divisibility`` (one formula, with Ulysses).
 
-These checks know upstream verl's config only (model, data, batch sizes, upstream's own validation);
-a recipe composes them with its own and with the run machinery's (``verl_ascend.run.run_guard``'s
-destination check) in ``recipe/dapo_ascend/preflight.py``.
+These checks know upstream verl's config only (model, data, upstream's own validation); the recipe
+registers its own (typed keys, rollout-tail policy, checkpoint destination) through the entry point
+group ``verl_ascend.checks``.
 """
 
 from __future__ import annotations
@@ -82,47 +84,6 @@ def check_data(config: DictConfig, max_rows_checked: int | None = None) -> None:
     from verl_ascend.checks.data_check import check_all_files
 
     check_all_files(config, PreflightError)
-
-
-def check_batch_sizes(config: DictConfig) -> None:
-    """Batch sizes must split evenly across mini-batches and ranks (upstream asserts this in workers)."""
-    data, actor, rollout, trainer = (
-        config.data,
-        config.actor_rollout_ref.actor,
-        config.actor_rollout_ref.rollout,
-        config.trainer,
-    )
-    world = int(trainer.n_gpus_per_node) * int(trainer.nnodes)
-    bsz, mini, n = int(data.train_batch_size), int(actor.ppo_mini_batch_size), int(rollout.n)
-    if mini <= 0 or bsz % mini != 0:
-        raise PreflightError(
-            f"data.train_batch_size={bsz} is not divisible by actor_rollout_ref.actor.ppo_mini_batch_size={mini}; "
-            f"accepted: a ppo_mini_batch_size that divides {bsz} (e.g. {', '.join(map(str, _divisors(bsz)))})"
-        )
-    if (mini * n) % world != 0:
-        raise PreflightError(
-            f"actor_rollout_ref.actor.ppo_mini_batch_size={mini} x actor_rollout_ref.rollout.n={n} = {mini * n} "
-            f"responses per mini-batch cannot be split over {world} ranks (trainer.nnodes x trainer.n_gpus_per_node); "
-            f"accepted: a multiple of {world} responses per mini-batch"
-        )
-    # Upstream splits each rank's share into micro-batches and asserts they divide it evenly.
-    if not actor.get("use_dynamic_bsz", False):
-        shares = (
-            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", actor.get("ppo_micro_batch_size_per_gpu"),
-             mini * n // world, "mini-batch"),
-            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-             rollout.get("log_prob_micro_batch_size_per_gpu"), bsz * n // world, "step"),
-        )
-        for key, micro, per_rank, what in shares:
-            if micro is not None and (int(micro) <= 0 or per_rank % int(micro) != 0):
-                raise PreflightError(
-                    f"{key}={micro} does not divide the {per_rank} responses each rank gets per {what}; "
-                    f"accepted: one of {_divisors(per_rank)}"
-                )
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0][:8]
 
 
 def run_upstream_validation(config: DictConfig) -> None:

@@ -59,7 +59,7 @@ def context_length(view: ConfigView) -> Iterator[Finding]:
         return
     try:
         limit = model_context_limit(json.loads(config_file.read_text(encoding="utf-8")))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or not UTF-8 (model_unusable names it at launch)
         yield Finding("context_overflow", INFO, f"skipped: cannot read {config_file} ({exc}).", (MODEL_PATH,))
         return
     if limit is None:

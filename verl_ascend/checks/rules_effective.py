@@ -1,7 +1,8 @@
 """Rules on effective settings: what upstream's own config objects hold, not what a key says.
 
 - ``upstream_config_rejected``: verl's config dataclasses refuse the config (their
-  ``__post_init__`` validation, which otherwise fails inside a Ray actor); upstream's message.
+  ``__post_init__`` validation, which otherwise fails inside a Ray actor); upstream's message. The
+  one place they are built for checking (the entry point's preflight runs this rule too).
 - ``key_never_read``: a key set away from its default that the installed verl never reads (the
   list is generated from verl's source by ``scripts/verl_unread_keys.py``). When verl reads the
   same setting elsewhere (``actor.grad_clip`` -> ``actor.optim.clip_grad``) and that consumer
@@ -19,6 +20,7 @@ from importlib.metadata import version
 from omegaconf import OmegaConf
 
 from verl_ascend.checks.findings import ERROR, INFO, WARN, Finding
+from verl_ascend.checks.pipeline import GATE, tag
 from verl_ascend.checks.view import ACTOR, ConfigView
 from verl_ascend.checks.effective import UpstreamConfigError, build_upstream_configs, unread_keys
 
@@ -28,6 +30,10 @@ def upstream_config_objects(view: ConfigView) -> Iterator[Finding]:
         build_upstream_configs(view.config)
     except UpstreamConfigError as exc:
         yield Finding("upstream_config_rejected", ERROR, str(exc), (exc.key,))
+
+
+# A gate of the pipeline (checks that read keys as typed values wait for it), and a launch check.
+tag(upstream_config_objects, stage=GATE, launch=True)
 
 
 def _raw(view: ConfigView, key: str):

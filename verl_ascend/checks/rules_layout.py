@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterator
 
 from verl_ascend.checks.findings import ERROR, WARN, Finding
+from verl_ascend.checks.pipeline import tag
 from verl_ascend.checks.view import ACTOR, REF, ROLLOUT, ConfigView
 
 
@@ -91,32 +92,76 @@ def fsdp_size_layout(view: ConfigView) -> Iterator[Finding]:
 
 
 def batch_divisibility(view: ConfigView) -> Iterator[Finding]:
-    """The V1 trainer pads a step's batch up to lcm(dp, mini_batch x n) with dummy sequences."""
+    """How a step's batch must divide, the way upstream 0.9.1 splits it (the one batch check).
+
+    The V1 trainer updates the actor once per ``ppo_mini_batch_size`` prompts, each a mini-batch of
+    ``ppo_mini_batch_size x rollout.n`` responses (``trainer/ppo/ray_trainer.py::_update_actor``); every
+    training worker asserts that this splits over its data-parallel group,
+    ``mini_batch_size % (world_size // ulysses_sequence_parallel_size) == 0``
+    (``workers/engine_workers.py::train_mini_batch``, ``get_data_parallel_size`` of the FSDP engine), and
+    splits its share into micro-batches of ``ppo_micro_batch_size_per_gpu``.
+    """
     train = view.get_int("data.train_batch_size")
     mini = view.get_int(f"{ACTOR}.ppo_mini_batch_size")
-    n = view.get_int(f"{ROLLOUT}.n", 1) or 1
-    if not train or not mini:
-        return
+    n = view.get_int(f"{ROLLOUT}.n", 1)
+    if not train or not mini or not n or train <= 0 or mini <= 0 or n <= 0:
+        return  # not set or out of range: the typed-key check names it
+    mini_key, train_key, n_key = f"{ACTOR}.ppo_mini_batch_size", "data.train_batch_size", f"{ROLLOUT}.n"
     if train % mini != 0:
         yield Finding(
             "batch_not_divisible",
             ERROR,
-            f"data.train_batch_size={train} is not a multiple of actor.ppo_mini_batch_size={mini}: every step "
-            f"the V1 trainer pads the batch with {(-train) % mini * n} dummy sequences so the last of "
-            f"{math.ceil(train / mini)} optimizer updates runs on a partial batch. Make ppo_mini_batch_size divide "
-            f"train_batch_size (e.g. {_nearest_divisor(train, mini)}).",
-            ("data.train_batch_size", f"{ACTOR}.ppo_mini_batch_size"),
+            f"{train_key}={train} is not divisible by {mini_key}={mini}: every step the V1 trainer pads the batch "
+            f"with {(-train) % mini * n} dummy sequences so the last of {math.ceil(train / mini)} optimizer updates "
+            "runs on a partial batch",
+            (train_key, mini_key),
+            accepted=f"a ppo_mini_batch_size that divides {train} (e.g. {', '.join(map(str, _divisors(train)))})",
         )
-    dp = max(view.world_size // view.ulysses_size, 1)
-    if (mini * n) % dp != 0:
+    world, sp = view.world_size, view.ulysses_size
+    sp_key = f"{ACTOR}.ulysses_sequence_parallel_size"
+    if world % sp != 0:
         yield Finding(
             "batch_not_divisible",
-            WARN,
-            f"a mini-batch of {mini} prompts x {n} responses = {mini * n} sequences does not split evenly over "
-            f"{dp} data-parallel ranks: batches are padded to a multiple of lcm({dp}, {mini * n}). "
-            f"Choose ppo_mini_batch_size x rollout.n divisible by {dp}.",
-            (f"{ACTOR}.ppo_mini_batch_size", f"{ROLLOUT}.n", "trainer.n_gpus_per_node"),
+            ERROR,
+            f"{sp_key}={sp} does not divide the {world} cards of the job (trainer.nnodes x trainer.n_gpus_per_node): "
+            "the (data-parallel, sequence-parallel) device mesh cannot be built",
+            (sp_key, "trainer.nnodes", "trainer.n_gpus_per_node"),
+            accepted=f"an ulysses_sequence_parallel_size that divides {world}",
         )
+        return
+    dp = world // sp
+    per_mini = mini * n
+    if per_mini % dp != 0:
+        yield Finding(
+            "batch_not_divisible",
+            ERROR,
+            f"{mini_key}={mini} x {n_key}={n} = {per_mini} responses per mini-batch cannot be split over {dp} "
+            f"data-parallel ranks ({world} cards (trainer.nnodes x trainer.n_gpus_per_node) / ulysses "
+            f"{sp}): every training worker asserts mini_batch_size % data-parallel size == 0 "
+            "(workers/engine_workers.py)",
+            (mini_key, n_key, "trainer.nnodes", "trainer.n_gpus_per_node", sp_key),
+            accepted=f"a multiple of {dp} responses per mini-batch",
+        )
+        return
+    if view.get_bool(f"{ACTOR}.use_dynamic_bsz"):
+        return
+    shares = (
+        (f"{ACTOR}.ppo_micro_batch_size_per_gpu", per_mini // dp, "mini-batch"),
+        (f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu", train * n // dp, "step"),
+    )
+    for key, per_rank, what in shares:
+        micro = view.get(key)
+        if micro is None:
+            continue
+        size = view.get_int(key)
+        if size is None or size <= 0 or per_rank % size != 0:
+            yield Finding(
+                "batch_not_divisible",
+                ERROR,
+                f"{key}={micro} does not divide the {per_rank} responses each data-parallel rank gets per {what}",
+                (key, mini_key, n_key),
+                accepted=f"one of {_divisors(per_rank)}",
+            )
 
 
 def dynamic_bsz_token_budget(view: ConfigView) -> Iterator[Finding]:
@@ -144,9 +189,10 @@ def dynamic_bsz_token_budget(view: ConfigView) -> Iterator[Finding]:
             )
 
 
+tag(batch_divisibility, launch=True)  # preflight checked it at every launch: VERL_ASCEND_DOCTOR=0 keeps it
+
 RULES = (rollout_tp_layout, fsdp_size_layout, batch_divisibility, dynamic_bsz_token_budget)
 
 
-def _nearest_divisor(total: int, near: int) -> int:
-    divisors = [d for d in range(1, total + 1) if total % d == 0]
-    return min(divisors, key=lambda d: (abs(d - near), -d))
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0][:8]

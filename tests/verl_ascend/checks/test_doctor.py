@@ -391,8 +391,30 @@ def test_batch_not_divisible(npu):
     hit = findings(variant(npu, {"data.train_batch_size": 500}), rule="batch_not_divisible", severity="error")
     assert len(hit) == 1 and "pads the batch with 192 dummy sequences" in hit[0].message
     odd_dp = variant(npu, {"actor_rollout_ref.actor.ppo_mini_batch_size": 1, "actor_rollout_ref.rollout.n": 5})
-    assert "batch_not_divisible" in rules(odd_dp, severity="warn")
+    # every training worker asserts it (upstream's engine_workers.py): an error, not a padding warning
+    assert "batch_not_divisible" in rules(odd_dp, severity="error")
     assert "batch_not_divisible" not in rules(npu)
+
+
+ULYSSES = "actor_rollout_ref.actor.ulysses_sequence_parallel_size"
+
+
+@pytest.mark.parametrize("mini, n, sp, ok", [
+    (4, 4, 2, True),  # 16 responses over 16/2 = 8 data-parallel ranks
+    (2, 4, 2, True),  # 8 over 8 dp ranks: accepted by upstream; the old preflight (mini*n % world) refused it
+    (3, 4, 2, False),  # 12 over 8 dp ranks: upstream asserts; the old doctor only warned
+    (1, 4, 4, True),  # 4 over 4 dp ranks
+    (1, 4, 1, False),  # 4 over 16 ranks without Ulysses
+])
+def test_batch_divisibility_follows_upstream_with_ulysses(npu, mini, n, sp, ok):
+    """One formula: ppo_mini_batch_size x rollout.n divisible by world // ulysses (upstream's dp size)."""
+    cfg = variant(npu, {"trainer.nnodes": 2, "trainer.n_gpus_per_node": 8, "data.train_batch_size": 48,
+                        "actor_rollout_ref.actor.ppo_mini_batch_size": mini, "actor_rollout_ref.rollout.n": n,
+                        ULYSSES: sp, "actor_rollout_ref.actor.use_dynamic_bsz": True})
+    hit = findings(cfg, rule="batch_not_divisible")
+    assert (not hit) == ok, [str(f) for f in hit]
+    if not ok:
+        assert hit[0].severity == "error" and "actor_rollout_ref.actor.ppo_mini_batch_size" in hit[0].message
 
 
 def test_dynamic_bsz_token_budget(npu):
