@@ -81,3 +81,23 @@ def test_written_rows_are_upstream_rl_rows_that_tokenize(tmp_path):
         # "d d d =": every token is in the vocabulary (no "?" unknowns), within max_prompt_length 8.
         assert [VOCAB[i] for i in ids] == message["content"].split(" ") + ["="]
         assert len(ids) <= 8
+
+
+def test_demo_config_trains_same_digit_with_dapo_on():
+    """make demo's config: the tests' tiny config on the same_digit data, DAPO's two mechanisms on."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    config_dir = str(Path(__file__).resolve().parents[2] / "recipe" / "dapo_ascend" / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        demo = compose(config_name="dapo_demo_cpu", overrides=["tiny_dir=/t"])
+        tests = compose(config_name="dapo_tiny_cpu", overrides=["tiny_dir=/t"])
+    assert demo.data.train_files == "/t/data/same_digit_train.parquet"
+    assert demo.data.val_files == "/t/data/same_digit_val.parquet"
+    assert tests.data.train_files == "/t/data/train.parquet"
+    assert demo.algorithm.filter_groups.enable and demo.algorithm.filter_groups.metric == "acc"
+    assert demo.reward.reward_kwargs.overlong_buffer_cfg.enable
+    assert demo.reward.reward_kwargs.overlong_buffer_cfg.len == 4 and demo.data.max_response_length == 8
+    assert demo.trainer.experiment_name == "dapo_tiny_cpu"  # outputs/dapo_tiny_cpu, as the docs say
+    assert demo.trainer.v1.dapo_ascend.poll_interval_s == 0.05
