@@ -2,7 +2,7 @@
 
 One invocation runs the same workload twice, each in a fresh output directory:
 
-- ``recipe``    ``python -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu`` (the recipe's trainer)
+- ``recipe``    ``python -m recipe.dapo_ascend.main_dapo --config-name dapo_demo_cpu`` (the recipe's trainer)
 - ``main_ppo``  ``python -m verl.trainer.main_ppo`` on the very same composed config
                 (``--config-path recipe/dapo_ascend/config``), with upstream's own synchronous
                 trainer (``trainer.v1.trainer_mode=sync``): same model, data, reward, sizes.
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CONFIG = "dapo_tiny_cpu"
+CONFIG = "dapo_demo_cpu"
 SAME_ROUNDS = ["algorithm.filter_groups.enable=false", "reward.reward_kwargs.overlong_buffer_cfg.enable=false"]
 RUNS = {
     "recipe": ["-m", "recipe.dapo_ascend.main_dapo", "--config-name", CONFIG],

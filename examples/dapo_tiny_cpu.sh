@@ -2,7 +2,7 @@
 # The embedded default: full DAPO on a tiny Qwen2-architecture model, on a CPU, in minutes.
 #
 # It builds (once, deterministically, offline) a tiny model, its tokenizer and a task dataset,
-# then trains with the recipe's `dapo_tiny_cpu` config, and at the end plots reward, accuracy and
+# then trains with the recipe's `dapo_demo_cpu` config, and at the end plots reward, accuracy and
 # response length per step into training.png next to the metrics. Every argument is passed through as an
 # upstream-style Hydra override, e.g.:
 #   bash examples/dapo_tiny_cpu.sh trainer.total_training_steps=5 data.train_batch_size=4
@@ -20,7 +20,7 @@ export VERL_ASCEND_OUTPUT_DIR="${VERL_ASCEND_OUTPUT_DIR:-outputs}"
 export PYTHONUNBUFFERED=1
 
 python -m recipe.dapo_ascend.tiny.assets --root "$VERL_ASCEND_TINY_DIR" >/dev/null
-python -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu "$@"
+python -m recipe.dapo_ascend.main_dapo --config-name dapo_demo_cpu "$@"
 metrics="${VERL_FILE_LOGGER_PATH:-$VERL_ASCEND_OUTPUT_DIR/dapo_tiny_cpu/metrics.jsonl}"
 if [ -f "$metrics" ]; then
     python -m recipe.dapo_ascend.tiny.plot "$metrics"

@@ -3,7 +3,8 @@
 Layout of ``ROOT`` (default ``$VERL_ASCEND_TINY_DIR`` or ``~/.cache/verl-ascend/tiny``)::
 
     model/      a Qwen2-architecture causal LM (random init, fixed seed) + its tokenizer
-    data/train.parquet, data/val.parquet   upstream's RL dataset format
+    data/train.parquet, data/val.parquet   upstream's RL dataset format ("first_digit" task)
+    data/same_digit_train.parquet, data/same_digit_val.parquet   the demo's task (tiny/task.py)
 
 ``--workload tail`` builds the long-tail benchmark's model and data instead
 (``benchmarks/rollout_tail.py``): same task and tokenizer, a larger model with room for long
@@ -28,7 +29,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from recipe.dapo_ascend.tiny.task import DATA_SOURCE, DIGITS, make_example
+from recipe.dapo_ascend.tiny.task import DIGITS, TASKS
 from verl_ascend import envs
 
 # Qwen-style specials: upstream's agent loop picks its Qwen token builder from model_type
@@ -43,7 +44,8 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['content'] }}{% if not loop.last %} {% endif %}{% endfor %}"
     "{% if add_generation_prompt and messages[-1]['content'][-1:] != '?' %} ={% endif %}"
 )
-SPEC_VERSION = 5
+# 6: the demo's same_digit data next to the first_digit data.
+SPEC_VERSION = 6
 # vLLM's CPU attention (rollout.name=vllm) accepts head sizes 32 to 512 (CPUAttentionBackend.
 # get_supported_head_sizes), not the 16 of 64 hidden / 4 heads; its Qwen2 takes the head size as
 # hidden_size // num_attention_heads, so the head count sets it.
@@ -170,10 +172,13 @@ def shape_long_tail(model, p: dict = LONG_TAIL) -> None:
         model.lm_head.weight.copy_(table.T @ emb / cfg.hidden_size)
 
 
-def write_split(path: Path, rows: int, seed: int, split: str, hard_fraction: float = 0.0) -> None:
-    """Write one parquet split; ``hard_fraction`` of the prompts (the tail workload's) end in "?"."""
+def write_split(
+    path: Path, rows: int, seed: int, split: str, hard_fraction: float = 0.0, task: str = "first_digit"
+) -> None:
+    """Write one parquet split of ``task``; ``hard_fraction`` of the prompts (the tail workload's) end in "?"."""
     import pandas as pd
 
+    data_source, make_example = TASKS[task]
     rng = random.Random(seed)
     hard = random.Random(seed + 1000)  # its own stream: the prompts are those of hard_fraction=0
     records = []
@@ -183,7 +188,7 @@ def write_split(path: Path, rows: int, seed: int, split: str, hard_fraction: flo
             prompt = f"{prompt} {HARD_MARK}"
         records.append(
             {
-                "data_source": DATA_SOURCE,
+                "data_source": data_source,
                 "prompt": [{"role": "user", "content": prompt}],
                 "ability": "copy",
                 "reward_model": {"style": "rule", "ground_truth": answer},
@@ -233,6 +238,10 @@ def build(
         hard = long_tail["hard_fraction"] if workload == "tail" else 0.0
         write_split(tmp / "data" / "train.parquet", train_rows, seed + 1, "train", hard)
         write_split(tmp / "data" / "val.parquet", val_rows, seed + 2, "test", hard)
+        if workload == "first_digit":
+            # The demo's task, on the same model (tiny/task.py says why).
+            write_split(tmp / "data" / "same_digit_train.parquet", train_rows, seed + 1, "train", task="same_digit")
+            write_split(tmp / "data" / "same_digit_val.parquet", val_rows, seed + 2, "test", task="same_digit")
         (tmp / "assets.json").write_text(json.dumps(stamp))
         if root.exists():
             shutil.rmtree(root)

@@ -1,4 +1,16 @@
-"""The tiny task and its reward: "repeat the first digit, then stop".
+"""The tiny tasks and their reward.
+
+``first_digit`` (the tiny assets' ``data/train.parquet``, used by the tests and the tail
+workload): "repeat the first digit, then stop". ``same_digit`` (``data/same_digit_*.parquet``,
+what ``make demo`` trains on): the prompt is one digit repeated, e.g. ``"7 7 7 ="``, and the
+answer is that digit. Both share the reward below (the response's first token must be the
+answer).
+
+Why the demo has its own task: vLLM's CPU build needs a head size of at least 32, so the demo
+model has one wide head, and a two-layer model of that shape does not learn "first digit" (it
+must attend to one position) in the demo's 30 steps (measured ~0.26 accuracy). When every
+prompt token is the answer, even attention spread evenly over the prompt carries it, so the
+model learns it within the demo's budget from the same random start (~1/16 correct).
 
 A prompt is a short run of digits, e.g. ``"7 2 9 4"``; the right answer is its first digit
 (``"7"``). A randomly initialised model with a 16-token vocabulary hits it about 1 time in
@@ -16,6 +28,7 @@ from __future__ import annotations
 import random
 
 DATA_SOURCE = "verl_ascend/first_digit"
+SAME_DIGIT_SOURCE = "verl_ascend/same_digit"
 DIGITS = [str(d) for d in range(10)]
 
 
@@ -23,6 +36,20 @@ def make_example(rng: random.Random, min_len: int = 3, max_len: int = 6) -> tupl
     n = rng.randint(min_len, max_len)
     digits = [rng.choice(DIGITS) for _ in range(n)]
     return " ".join(digits), digits[0]
+
+
+def make_same_digit_example(rng: random.Random, min_len: int = 3, max_len: int = 6) -> tuple[str, str]:
+    """One digit repeated ``min_len``..``max_len`` times, and that digit as the answer."""
+    n = rng.randint(min_len, max_len)
+    digit = rng.choice(DIGITS)
+    return " ".join([digit] * n), digit
+
+
+# task name -> (data_source, example maker)
+TASKS = {
+    "first_digit": (DATA_SOURCE, make_example),
+    "same_digit": (SAME_DIGIT_SOURCE, make_same_digit_example),
+}
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info=None, **kwargs) -> dict:
