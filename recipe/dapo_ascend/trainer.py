@@ -40,6 +40,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_ascend.run.journal import RunJournal
 from verl_ascend.run.watchdog import RolloutFailure, RolloutWatchdog, rollout_servers
+from recipe.dapo_ascend.options import DapoAscendOptions
 from recipe.dapo_ascend.rollout_tail.accounting import consumption_metrics
 from recipe.dapo_ascend.rollout_tail.component import RolloutTail
 
@@ -97,6 +98,7 @@ class DAPOAscendTrainer(PPOTrainerSync):
         config.trainer.v1.trainer_mode = "sync"
         # Before upstream's __init__: it builds the replay buffer (our _build_replay_buffer uses
         # both), and the tail writes its router YAML into the config the servers are made from.
+        self.options = DapoAscendOptions.from_config(config)  # trainer.v1.dapo_ascend, typed
         self.rollout_tail = RolloutTail(config, lambda: rollout_servers(self))
         self.rollout_watchdog = RolloutWatchdog.from_config(config, lambda: rollout_servers(self))
         super().__init__(config)
@@ -110,9 +112,8 @@ class DAPOAscendTrainer(PPOTrainerSync):
         # interval included), so it comes before the watchdog, which rebinds ``sample`` and
         # ``_wait_for_next_poll`` on the instance actually used (the tail's sampler calls both).
         buffer = super()._build_replay_buffer()
-        options = self.config.trainer.v1.get(TRAINER_NAME, None) or {}
-        if options.get("poll_interval_s") is not None:
-            buffer.poll_interval = float(options["poll_interval_s"])
+        if self.options.poll_interval_s is not None:
+            buffer.poll_interval = self.options.poll_interval_s
         buffer = self.rollout_tail.adopt(buffer)
         self.rollout_watchdog.attach(buffer)
         return buffer

@@ -30,6 +30,7 @@ import re
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -53,6 +54,23 @@ class MissingTraceWarning(UserWarning):
 
 # ================================================================================================ config access
 _MISSING = object()
+
+
+@dataclass(frozen=True)
+class ProfileCheckOptions:
+    """``profile_check.*`` (the recipe's profile configs): check that each asked-for trace was written."""
+
+    enable: bool = True  # off: no check at all
+    strict: bool = False  # a missing trace fails the step instead of a loud warning
+
+    @classmethod
+    def from_config(cls, config: Any) -> "ProfileCheckOptions":
+        from verl_ascend.envs import parse_bool
+
+        return cls(
+            enable=parse_bool("profile_check.enable", _get(config, "profile_check.enable", True)),
+            strict=parse_bool("profile_check.strict", _get(config, "profile_check.strict", False)),
+        )
 
 
 def _get(config: Any, dotted: str, default: Any = None) -> Any:
@@ -274,12 +292,13 @@ class TraceCheck:
     @classmethod
     def from_config(cls, config: Any) -> Optional["TraceCheck"]:
         """None when nothing is profiled or ``profile_check.enable`` is False."""
-        if not bool(_get(config, "profile_check.enable", True)):
+        options = ProfileCheckOptions.from_config(config)
+        if not options.enable:
             return None
         expected = expected_traces(config)
         if not expected or not _get(config, "global_profiler.steps"):
             return None
-        return cls(config, strict=bool(_get(config, "profile_check.strict", False)), expected=expected)
+        return cls(config, strict=options.strict, expected=expected)
 
     def before_step(self, step: int) -> None:
         if step in self.steps:

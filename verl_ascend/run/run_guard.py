@@ -33,6 +33,8 @@ from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_ascend.run.options import FaultTolerance
+
 OWNER_FILE = "owner.json"
 # Bytes per parameter in one checkpoint, by ``actor.checkpoint.save_contents`` entry: fp32 weights
 # (FSDP keeps fp32 master weights), Adam's two fp32 moments, a bf16 HF copy.
@@ -42,10 +44,6 @@ SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I
 
 class NothingToTrain(Exception):
     """The run already reached its last step: say so and start nothing."""
-
-
-def _flag(config: DictConfig, key: str) -> bool:
-    return bool(OmegaConf.select(config, key, default=False))
 
 
 # ----------------------------------------------------------------------------- destination
@@ -114,14 +112,15 @@ def check_destination(config: DictConfig, run_dir: str, error_cls) -> None:
     ckpt_root = os.path.abspath(os.path.expanduser(str(trainer.default_local_dir)))
     folder = check_writable(ckpt_root, error_cls, "trainer.default_local_dir")
     check_writable(run_dir, error_cls, "trainer.experiment_name (run folder under $VERL_ASCEND_OUTPUT_DIR)")
-    if int(trainer.save_freq) <= 0 and not _flag(config, "fault_tolerance.allow_no_checkpoints"):
+    options = FaultTolerance.from_config(config)
+    if int(trainer.save_freq) <= 0 and not options.allow_no_checkpoints:
         raise error_cls(
             f"trainer.save_freq={trainer.save_freq} saves no checkpoint at all, not even after the last step: a crash "
             "loses the whole run. Accepted: trainer.save_freq >= 1 (the last step always saves), or "
             "fault_tolerance.allow_no_checkpoints=true to run without checkpoints on purpose"
         )
     need = checkpoint_bytes(config)
-    if need and OmegaConf.select(config, "fault_tolerance.check_free_space", default=True) is not False:
+    if need and options.check_free_space:
         free = shutil.disk_usage(folder).free
         if free < need:
             raise error_cls(
@@ -221,7 +220,7 @@ def guard_history(config: DictConfig, run_dir: str, resume_step: int, why: str, 
     history = history_steps(run_dir, files)
     if not history:
         return False
-    if _flag(config, "fault_tolerance.start_over"):
+    if FaultTolerance.from_config(config).start_over:
         return True
     shown = ", ".join(f"{name} up to step {step}" for name, step in history.items())
     raise error_cls(

@@ -23,7 +23,7 @@ wraps the trainer's own replay-buffer instance, no upstream class is patched:
 There are no retries: a failed step ends the run with a non-zero exit and the clear error, and
 running the same command again resumes from the last complete checkpoint (``verl_ascend/run/checkpoints.py``).
 
-Config (top-level section of the recipe's configs, defaults in ``DEFAULTS``)::
+Config (top-level section of the recipe's configs, parsed by ``verl_ascend/run/options.py``)::
 
     fault_tolerance:
       rollout_timeout_s: 1800   # no rollout progress for this long fails the step; 0 = off
@@ -38,7 +38,6 @@ from typing import Any, Optional
 
 logger = logging.getLogger(__name__)
 
-DEFAULTS = {"rollout_timeout_s": 1800.0, "server_ping_timeout_s": 60.0}
 # A server that answered a ping is pinged again this much later at the earliest (the replay
 # buffer may poll every 0.2 s; a 128-card job has dozens of servers).
 PING_INTERVAL_S = 5.0
@@ -56,23 +55,15 @@ class RolloutStalledError(RolloutFailure):
     pass
 
 
-def settings(config) -> dict[str, float]:
-    from omegaconf import OmegaConf
-
-    out = {}
-    for key, default in DEFAULTS.items():
-        value = OmegaConf.select(config, f"fault_tolerance.{key}", default=default)
-        out[key] = float(value) if value is not None else 0.0
-    return out
-
-
 class RolloutWatchdog:
     """Watches the rollout servers of one trainer while its replay buffer waits for rollouts."""
 
     @classmethod
     def from_config(cls, config, servers_fn) -> "RolloutWatchdog":
-        cfg = settings(config)
-        return cls(servers_fn, cfg["rollout_timeout_s"], cfg["server_ping_timeout_s"])
+        from verl_ascend.run.options import FaultTolerance
+
+        options = FaultTolerance.from_config(config)
+        return cls(servers_fn, options.rollout_timeout_s, options.server_ping_timeout_s)
 
     def __init__(self, servers_fn, rollout_timeout_s: float, ping_timeout_s: float, clock=time.monotonic):
         self._servers_fn = servers_fn  # () -> list[(label, actor handle)]
