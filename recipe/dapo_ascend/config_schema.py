@@ -145,6 +145,9 @@ def _rules() -> list[Rule]:
         Rule("fault_tolerance.allow_no_checkpoints", "true or false", boolean),
         Rule("fault_tolerance.start_over", "true or false", boolean),
         Rule("fault_tolerance.check_free_space", "true or false", boolean),
+        Rule("profile_check.enable", "true or false", boolean),
+        Rule("profile_check.strict", "true or false", boolean),
+        Rule("doctor.strict", "true or false", boolean),
     ]
     return table
 

@@ -51,7 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_CONFIG
     from recipe.dapo_ascend import preflight
 
-    strict = args.strict or preflight.strict_of(config)
+    from verl_ascend.envs import EnvValueError
+
+    try:
+        strict = args.strict or preflight.strict_of(config)
+    except EnvValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     findings = validate(config)
     print(format_report(findings, strict))
     refused = refusal(findings, strict)

@@ -103,18 +103,13 @@ def run(config: DictConfig) -> None:
 def main_with_config(config: DictConfig) -> int:
     from recipe.dapo_ascend.preflight import PreflightError
 
-    try:
-        dry = envs.flag("DRY_RUN")
-    except envs.EnvValueError as exc:
-        print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    if dry:
-        from recipe.dapo_ascend import dry_run
-
-        return int(dry_run.main(config) or 0)
     from verl_ascend.run.run_guard import NothingToTrain
 
     try:
+        if envs.flag("DRY_RUN"):
+            from recipe.dapo_ascend import dry_run
+
+            return int(dry_run.main(config) or 0)
         prepare(config)
     except NothingToTrain as exc:
         print(f"[verl-ascend] {exc}", flush=True)

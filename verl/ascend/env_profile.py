@@ -32,7 +32,8 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from verl.ascend.ops.switches import FusedOpSwitches, parse_bool
+from verl.ascend.ops.switches import FusedOpSwitches
+from verl_ascend.envs import parse_bool
 
 TABLE_PATH = Path(__file__).with_name("env_profile.yaml")
 DEFAULTS_PATH = Path(__file__).parent / "config" / "ascend.yaml"
@@ -192,7 +193,7 @@ def _parse_knob(raw: Any, key: str, errors: list[EnvConflictError]) -> str | boo
     if isinstance(raw, str) and raw.strip().lower() == "auto":
         return "auto"
     try:
-        return parse_bool(raw, key)
+        return parse_bool(key, raw)
     except ValueError:
         errors.append(
             EnvConflictError("invalid_value", (key,), f"{raw!r} is not accepted; accepted: auto, true, false")
@@ -315,7 +316,7 @@ def _normalise(var: dict, raw: Any, source_key: str, errors: list[EnvConflictErr
     name = var["name"]
     if var.get("type") == "bool":
         try:
-            return "1" if parse_bool(raw, source_key) else "0"
+            return "1" if parse_bool(source_key, raw) else "0"
         except ValueError:
             errors.append(
                 EnvConflictError("invalid_value", (name, source_key), f"{raw!r} is not accepted; accepted: 1, 0")

@@ -25,7 +25,7 @@ def _truthy(value) -> bool:
     from verl_ascend.envs import parse_bool
 
     try:
-        return parse_bool("value", value if isinstance(value, bool) else str(value))
+        return parse_bool("value", value)
     except ValueError:
         return False
 

@@ -21,6 +21,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from verl_ascend.envs import parse_bool
+
 OPS = ("rms_norm", "swiglu", "rotary_mul")
 ENV_VARS = {
     "enable": "VERL_ASCEND_FUSED_OPS",
@@ -28,13 +30,6 @@ ENV_VARS = {
     "swiglu": "VERL_ASCEND_FUSED_SWIGLU",
     "rotary_mul": "VERL_ASCEND_FUSED_ROTARY_MUL",
 }
-
-
-def parse_bool(raw, where: str) -> bool:
-    """Read a boolean switch (the distribution's one parser); raise naming ``where`` otherwise."""
-    from verl_ascend.envs import parse_bool as parse
-
-    return parse(where, raw)
 
 
 @dataclass(frozen=True)
@@ -58,7 +53,7 @@ class FusedOpSwitches:
         for field in fields(cls):
             var = ENV_VARS[field.name]
             if var in env and str(env[var]).strip() != "":
-                values[field.name] = parse_bool(env[var], var)
+                values[field.name] = parse_bool(var, env[var])
         return cls(**values)
 
     @classmethod
@@ -71,7 +66,7 @@ class FusedOpSwitches:
             raise ValueError(
                 f"ascend.fused_ops: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}"
             )
-        return cls(**{k: parse_bool(v, f"ascend.fused_ops.{k}") for k, v in section.items()})
+        return cls(**{k: parse_bool(f"ascend.fused_ops.{k}", v) for k, v in section.items()})
 
     def to_env(self) -> dict[str, str]:
         return {ENV_VARS[f.name]: "1" if getattr(self, f.name) else "0" for f in fields(self)}

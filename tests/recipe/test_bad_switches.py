@@ -1,0 +1,26 @@
+"""Unreadable switches stop the entry points with a message naming them, never a traceback."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from recipe.dapo_ascend import config_schema, doctor, main_dapo
+
+
+def test_unreadable_dry_run_exits_2_naming_it(monkeypatch, capsys):
+    monkeypatch.setenv("DRY_RUN", "maybe")
+    assert main_dapo.main_with_config(OmegaConf.create({})) == 2
+    assert "DRY_RUN='maybe' is not a boolean" in capsys.readouterr().err
+
+
+def test_doctor_with_an_unreadable_strict_switch_exits_2_naming_it(monkeypatch, capsys):
+    monkeypatch.setenv("VERL_ASCEND_DOCTOR_STRICT", "maybe")
+    assert doctor.main(["--config-name", "dapo_tiny_cpu"]) == doctor.EXIT_BAD_CONFIG
+    assert "VERL_ASCEND_DOCTOR_STRICT='maybe' is not a boolean" in capsys.readouterr().err
+
+
+def test_own_switch_sections_are_typed_before_ray():
+    config = OmegaConf.create({"profile_check": {"enable": "maybe"}, "doctor": {"strict": "no"}})
+    found = " | ".join(config_schema.problems(config))
+    assert "profile_check.enable='maybe': accepted: true or false" in found
+    assert "doctor.strict='no': accepted: true or false" in found
