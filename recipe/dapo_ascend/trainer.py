@@ -5,7 +5,9 @@ Registered with upstream's ``register_trainer`` and selected by
 
 - per step, it logs the means of the reward manager's extra fields (``acc``, and with
   ``overlong_buffer_cfg.log=true`` the DAPO overlong penalty) as ``reward_extra/<key>/mean``,
-  which upstream's V1 trainer computes but logs only during validation;
+  which upstream's V1 trainer computes but logs only during validation; with dynamic sampling,
+  also ``reward_extra/<filter metric>/sampled_mean`` over every response sampled, the groups it
+  filtered out included (the trained batch's mean is biased by that filter);
 - ``trainer.v1.dapo_ascend.poll_interval_s`` sets how often the replay buffer checks for
   finished rollouts. Upstream hard-codes 2 s, which rounds every generation round up to a
   multiple of 2 s: noise on a 128-card step, most of the step on a tiny CPU run;
@@ -35,6 +37,7 @@ import numpy as np
 import transfer_queue as tq
 
 from verl_ascend.report.check import TraceCheck
+from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
@@ -59,6 +62,24 @@ def reward_extra_means(extra_fields: list, mask: np.ndarray | None = None) -> di
             if isinstance(value, (bool, np.bool_, numbers.Number)) or getattr(value, "numel", lambda: 0)() == 1:
                 values.setdefault(key, []).append(float(value))
     return {f"reward_extra/{key}/mean": float(np.mean(v)) for key, v in values.items() if v}
+
+
+def sampled_mean(kept_mean: float | None, kept_rows: int, filtered_counts: dict | None, group_size: int) -> float | None:
+    """Mean of the filter metric over every response sampled this step, filtered groups included.
+
+    Dynamic sampling drops the groups whose metric is the same for every response (all right or
+    all wrong), so the trained batch's mean is biased toward 0.5 by construction: at a policy
+    accuracy of 0.95 two groups in three are dropped and the kept ones average ~0.85. Upstream's
+    replay buffer reports the dropped groups as ``{shared value: group count}``; adding them
+    back gives the accuracy the policy actually sampled at.
+    """
+    if kept_mean is None:
+        return None
+    total, rows = kept_mean * kept_rows, kept_rows
+    for value, groups in (filtered_counts or {}).items():
+        total += float(value) * groups * group_size
+        rows += groups * group_size
+    return total / rows if rows else None
 
 
 AGENT_LOOP_TIMINGS = ("generate_sequences", "compute_score")
@@ -180,8 +201,23 @@ class DAPOAscendTrainer(PPOTrainerSync):
         )
         extra_fields = data.pop("extra_fields").tolist()
         metrics.update(reward_extra_means(extra_fields, mask))
+        self._log_sampled_mean(metrics, int(mask.sum()))
         metrics.update(agent_loop_timings(data.pop("metrics").tolist(), mask))
         metrics.update(consumption_metrics(extra_fields, mask, global_steps))
+
+    def _log_sampled_mean(self, metrics: dict, kept_rows: int) -> None:
+        """``reward_extra/<filter metric>/sampled_mean``: the filter metric over all sampled responses."""
+        name = self.config.algorithm.filter_groups.get("metric")
+        if not self.config.algorithm.filter_groups.get("enable", False) or not name:
+            return
+        value = sampled_mean(
+            metrics.get(f"reward_extra/{name}/mean"),
+            kept_rows,
+            metrics.get(DAPO_FILTERED_REWARD_COUNTS_KEY),
+            int(self.config.actor_rollout_ref.rollout.n),
+        )
+        if value is not None:
+            metrics[f"reward_extra/{name}/sampled_mean"] = value
 
     def _save_checkpoint(self):
         self.journal.before_save(self.global_steps)

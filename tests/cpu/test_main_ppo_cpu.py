@@ -133,3 +133,20 @@ def test_defaults_fill_only_what_is_unset():
     assert config.actor_rollout_ref.ref.strategy == "fsdp2"  # follows the actor's by interpolation
     # 3 slots x 2 ranks + TransferQueue controller + 2 storage units + 1 to schedule with.
     assert config_defaults.cpu_slots_needed(config, ranks=2) == 10
+
+
+def test_worker_thread_counts_filled_unless_set(monkeypatch):
+    """One torch thread per worker and per TransferQueue put/get, unless the driver or config says otherwise."""
+    from hydra import compose, initialize_config_module
+
+    from verl.cpu import config_defaults
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("TQ_NUM_THREADS", raising=False)
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=["+ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS=4"])
+    changes = config_defaults.apply(config)
+    env_vars = config.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env_vars.OMP_NUM_THREADS == "1" and str(env_vars.TQ_NUM_THREADS) == "4"
+    assert any("OMP_NUM_THREADS: unset -> 1" in c for c in changes)
+    assert not any("TQ_NUM_THREADS" in c for c in changes)

@@ -101,3 +101,51 @@ def test_demo_config_trains_same_digit_with_dapo_on():
     assert demo.reward.reward_kwargs.overlong_buffer_cfg.len == 4 and demo.data.max_response_length == 8
     assert demo.trainer.experiment_name == "dapo_tiny_cpu"  # outputs/dapo_tiny_cpu, as the docs say
     assert demo.trainer.v1.dapo_ascend.poll_interval_s == 0.05
+    # Its own base model, and the settings that let DAPO move it within the demo.
+    assert demo.actor_rollout_ref.model.path == "/t/demo_model" and tests.actor_rollout_ref.model.path == "/t/model"
+    assert demo.data.train_batch_size == 16 and demo.actor_rollout_ref.rollout.n == 8
+    assert demo.actor_rollout_ref.actor.optim.lr_warmup_steps == 3
+    # The rollout's log-probs serve as the old policy's (no recomputation pass); the tests' config recomputes.
+    assert demo.algorithm.rollout_correction.bypass_mode and not tests.algorithm.rollout_correction.bypass_mode
+    assert demo.ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS == "1"
+
+
+def _answer_probs(model_dir, rows: int = 200):
+    """Per prompt of the same_digit data: P(right digit first), P(EOS right after it)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    eos = VOCAB.index("<|im_end|>")
+    rng = random.Random(5)
+    right, stop = [], []
+    with torch.no_grad():
+        for _ in range(rows):
+            prompt, answer = make_same_digit_example(rng)
+            text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
+            ids = tok(text, add_special_tokens=False)["input_ids"] + [VOCAB.index(answer)]
+            logits = model(torch.tensor([ids])).logits[0, -2:].softmax(-1)
+            right.append(float(logits[0, VOCAB.index(answer)]))
+            stop.append(float(logits[1, eos]))
+    return sum(right) / rows, sum(stop) / rows
+
+
+def test_demo_base_model_starts_part_way(tiny_dir):
+    """The demo's base model (demo_model/) answers right well above chance and well below the
+    demo's target, so DAPO has something to do; the random model next to it is at chance."""
+    right, stop = _answer_probs(tiny_dir / "demo_model")
+    assert 0.45 < right < 0.75, right  # measured 0.61 (chance: 1/16)
+    assert stop > 0.5, stop  # it has learnt to stop after its answer, mostly
+    random_right, _ = _answer_probs(tiny_dir / "model")
+    assert random_right < 0.15, random_right
+
+
+def test_demo_base_model_is_rebuilt_identically(tmp_path):
+    from recipe.dapo_ascend.tiny.assets import build
+
+    a = build(tmp_path / "a", train_rows=64, val_rows=8)
+    b = build(tmp_path / "b", train_rows=64, val_rows=8)
+    weights = "demo_model/model.safetensors"
+    assert (a / weights).read_bytes() == (b / weights).read_bytes()
+    assert (a / weights).read_bytes() != (a / "model/model.safetensors").read_bytes()

@@ -120,17 +120,26 @@ def _ray_slots(config: DictConfig) -> list[str]:
     return changes
 
 
+# Thread counts per worker process, and why. OMP_NUM_THREADS: a dozen processes share the cores,
+# and torch's spinning thread pools make small matmuls far slower under that contention.
+# TQ_NUM_THREADS: TransferQueue raises torch's thread count to it around every put and get
+# (default 8) and, on a machine with fewer cores, logs a warning each time (hundreds a step).
+WORKER_THREADS = {"OMP_NUM_THREADS": "1", "TQ_NUM_THREADS": "1"}
+
+
 def _worker_threads(ray_init) -> list[str]:
-    """One intra-op thread per worker: a dozen processes share the cores, and torch's spinning
-    thread pools make small matmuls far slower under that contention."""
-    if "OMP_NUM_THREADS" in os.environ:
-        return []  # Ray passes the driver's value on to its workers
+    """``WORKER_THREADS`` into the workers' environment, where neither the driver nor the config set them."""
     runtime_env = ray_init.get("runtime_env") or {}
-    env_vars = runtime_env.get("env_vars") or {}
-    if "OMP_NUM_THREADS" in env_vars:
-        return []
-    ray_init["runtime_env"] = {**runtime_env, "env_vars": {**env_vars, "OMP_NUM_THREADS": "1"}}
-    return ["ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS: unset -> 1 (processes share the cores)"]
+    env_vars = dict(runtime_env.get("env_vars") or {})
+    changes = []
+    for name, value in WORKER_THREADS.items():
+        if name in os.environ or name in env_vars:
+            continue  # Ray passes the driver's value on to its workers; the config's wins anyway
+        env_vars[name] = value
+        changes.append(f"ray_kwargs.ray_init.runtime_env.env_vars.{name}: unset -> {value} (processes share the cores)")
+    if changes:
+        ray_init["runtime_env"] = {**runtime_env, "env_vars": env_vars}
+    return changes
 
 
 def cpu_slots_needed(config: DictConfig, ranks: int) -> int:

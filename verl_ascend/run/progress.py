@@ -28,8 +28,10 @@ def format_step(record: dict, total_steps: int | None = None) -> str:
         f"step {step}{total}",
         f"score {get('critic/score/mean'):.3f}",
         f"acc {get('reward_extra/acc/mean'):.3f}",
-        f"resp_len {get('response_length/mean'):.1f}",
     ]
+    if "reward_extra/acc/sampled_mean" in m:  # filtered groups included (recipe trainer)
+        parts.append(f"sampled acc {m['reward_extra/acc/sampled_mean']:.3f}")
+    parts.append(f"resp_len {get('response_length/mean'):.1f}")
     if "reward_extra/overlong/mean" in m:
         parts.append(f"overlong {m['reward_extra/overlong/mean']:.2f}")
     if "training/filter_groups/evicted_samples" in m:

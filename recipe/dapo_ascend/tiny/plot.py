@@ -5,6 +5,10 @@
 ten steps' mean accuracy, so a newcomer sees at once whether the model learnt its task. The
 panels also show DAPO at work: the overlong penalty next to the reward, and the groups that
 dynamic sampling evicted next to the accuracy.
+
+Two accuracies: over every response sampled in the step (``.../sampled_mean``, the policy's
+accuracy) and over the trained batch (``.../mean``), which dynamic sampling has emptied of
+all-right groups and so sits below the first by design (recipe/dapo_ascend/trainer.py).
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ import sys
 from pathlib import Path
 
 ACC = "reward_extra/acc/mean"
+SAMPLED_ACC = "reward_extra/acc/sampled_mean"
+EVICTED = "training/filter_groups/evicted_samples"  # upstream's name; it counts groups
 PANELS = (
     # (title, [(metric, label)])
     ("reward", [("critic/score/mean", "score (acc + overlong penalty)"), ("reward_extra/overlong_reward/mean", "overlong penalty")]),
-    ("accuracy", [(ACC, "accuracy"), ("training/filter_groups/evicted_samples", "samples evicted by dynamic sampling")]),
+    ("accuracy", [(SAMPLED_ACC, "every sampled response"), (ACC, "trained batch"),
+                  (EVICTED, "groups evicted by dynamic sampling")]),
     ("response length (tokens)", [("response_length/mean", "mean"), ("response_length/max", "max")]),
 )
 
@@ -52,7 +59,7 @@ def plot(metrics: Path, out: Path | None = None) -> Path:
             ys = [d.get(key) for _, d in steps]
             if all(y is None for y in ys):
                 continue
-            target = ax if i == 0 or title != "accuracy" else ax.twinx()
+            target = ax.twinx() if key == EVICTED else ax
             style = "-o" if i == 0 else "--"
             target.plot(xs, [float("nan") if y is None else y for y in ys], style, markersize=3, label=label,
                         color=f"C{i}")
@@ -69,11 +76,15 @@ def plot(metrics: Path, out: Path | None = None) -> Path:
 
 
 def accuracy_summary(steps: list[tuple[int, dict]], window: int = 10) -> str:
-    accs = [d[ACC] for _, d in steps if ACC in d]
-    if not accs:
-        return "no accuracy metric"
-    first, last = statistics.fmean(accs[:window]), statistics.fmean(accs[-window:])
-    return f"accuracy {first:.2f} (first {min(window, len(accs))} steps) -> {last:.2f} (last {min(window, len(accs))} steps)"
+    """First and last ``window`` steps' mean accuracy, sampled (when logged) and trained batch."""
+    parts = []
+    for key, label in ((SAMPLED_ACC, "accuracy"), (ACC, "trained-batch accuracy")):
+        accs = [d[key] for _, d in steps if key in d]
+        if accs:
+            n = min(window, len(accs))
+            first, last = statistics.fmean(accs[:window]), statistics.fmean(accs[-window:])
+            parts.append(f"{label} {first:.2f} (first {n} steps) -> {last:.2f} (last {n} steps)")
+    return "; ".join(parts) or "no accuracy metric"
 
 
 def main(argv=None) -> int:

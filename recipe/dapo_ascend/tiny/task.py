@@ -8,9 +8,10 @@ answer).
 
 Why the demo has its own task: vLLM's CPU build needs a head size of at least 32, so the demo
 model has one wide head, and a two-layer model of that shape does not learn "first digit" (it
-must attend to one position) in the demo's 30 steps (measured ~0.26 accuracy). When every
-prompt token is the answer, even attention spread evenly over the prompt carries it, so the
-model learns it within the demo's budget from the same random start (~1/16 correct).
+must attend to one position) in the demo's budget (measured ~0.26 accuracy). When every prompt
+token is the answer, even attention spread evenly over the prompt carries it. The demo starts
+from a base model briefly trained on this task (``assets.BASE_WARMUP``), as DAPO runs start
+from a pretrained model.
 
 A prompt is a short run of digits, e.g. ``"7 2 9 4"``; the right answer is its first digit
 (``"7"``). A randomly initialised model with a 16-token vocabulary hits it about 1 time in
