@@ -65,6 +65,9 @@ def run(tiny_dir, tmp_path_factory):
         "actor_rollout_ref.rollout.name=vllm",
         "+profile=cpu",
         f"trainer.total_training_steps={STEPS}",
+        # The demo takes the rollout's log-probs as the old policy's; recompute them here, so
+        # that upstream logs how far vLLM's are from the actor's (rollout_probs_diff_max).
+        "algorithm.rollout_correction.bypass_mode=false",
     ]
     proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=2400)
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])

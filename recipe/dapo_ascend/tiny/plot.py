@@ -59,6 +59,8 @@ def plot(metrics: Path, out: Path | None = None) -> Path:
             ys = [d.get(key) for _, d in steps]
             if all(y is None for y in ys):
                 continue
+            if key == EVICTED:  # upstream logs it only on steps that evicted something
+                ys = [0 if y is None else y for y in ys]
             target = ax.twinx() if key == EVICTED else ax
             style = "-o" if i == 0 else "--"
             target.plot(xs, [float("nan") if y is None else y for y in ys], style, markersize=3, label=label,

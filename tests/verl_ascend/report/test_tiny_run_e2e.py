@@ -25,7 +25,9 @@ def test_tiny_run_profile_cpu_and_report(tmp_path):
     env = dict(os.environ, VERL_ASCEND_OUTPUT_DIR=str(out))
     env.pop("VERL_FILE_LOGGER_PATH", None)
     env.pop("VERL_ASCEND_PROFILE_DIR", None)
-    proc = subprocess.run(["bash", "examples/dapo_tiny_cpu.sh", "+profile=cpu", "trainer.total_training_steps=2"],
+    # bypass_mode=false: the demo skips the old-log-prob pass; the profile should show that stage too.
+    proc = subprocess.run(["bash", "examples/dapo_tiny_cpu.sh", "+profile=cpu", "trainer.total_training_steps=2",
+                           "algorithm.rollout_correction.bypass_mode=false"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "[verl-ascend profiler]" not in proc.stderr  # no missing-trace banner
