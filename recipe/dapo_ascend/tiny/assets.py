@@ -278,19 +278,19 @@ def build(
     try:
         (tmp / "model").mkdir()
         (tmp / "data").mkdir()
-        build_tokenizer().save_pretrained(tmp / "model")
-        build_model(seed, workload, long_tail).save_pretrained(tmp / "model")
+        tokenizer = build_tokenizer()
+        tokenizer.save_pretrained(tmp / "model")
+        model = build_model(seed, workload, long_tail)
+        model.save_pretrained(tmp / "model")
         hard = long_tail["hard_fraction"] if workload == "tail" else 0.0
         write_split(tmp / "data" / "train.parquet", train_rows, seed + 1, "train", hard)
         write_split(tmp / "data" / "val.parquet", val_rows, seed + 2, "test", hard)
         if workload == "first_digit":
-            # The demo's task and its base model (tiny/task.py, BASE_WARMUP say why).
+            # The demo's task and its base model: the model above, warmed up (tiny/task.py, BASE_WARMUP say why).
             (tmp / "demo_model").mkdir()
-            tokenizer = build_tokenizer()
             tokenizer.save_pretrained(tmp / "demo_model")
-            base = build_model(seed, workload)
-            warm_up(base, tokenizer)
-            base.save_pretrained(tmp / "demo_model")
+            warm_up(model, tokenizer)
+            model.save_pretrained(tmp / "demo_model")
             write_split(tmp / "data" / "same_digit_train.parquet", train_rows, seed + 1, "train", task="same_digit")
             write_split(tmp / "data" / "same_digit_val.parquet", val_rows, seed + 2, "test", task="same_digit")
         (tmp / "assets.json").write_text(json.dumps(stamp))
