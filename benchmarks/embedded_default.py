@@ -11,7 +11,7 @@ Workloads (``--workload``), both on the demo's config, model, data and reward:
 
 - ``reference`` (default): 4 prompts x 4 samples x up to 16 tokens a step, the workload the
   issue that asked for this benchmark measured upstream's trainer on (2.9x then);
-- ``demo``: the demo's own sizes, 16 prompts x 8 samples x up to 8 tokens.
+- ``demo``: the demo's own sizes, 8 prompts x 16 samples x up to 8 tokens.
 
 Dynamic sampling and the overlong penalty are off (so both runs generate exactly one round per
 step); ``--dapo`` keeps them on. Each step is broken into its parts from upstream's timers

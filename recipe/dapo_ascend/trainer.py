@@ -11,6 +11,11 @@ Registered with upstream's ``register_trainer`` and selected by
 - ``trainer.v1.dapo_ascend.poll_interval_s`` sets how often the replay buffer checks for
   finished rollouts. Upstream hard-codes 2 s, which rounds every generation round up to a
   multiple of 2 s: noise on a 128-card step, most of the step on a tiny CPU run;
+- ``trainer.v1.dapo_ascend.reward_in_agent_loop`` (off by default) hands the agent loops a
+  reward handle that scores rule-based rewards in their own process (``local_reward.py``)
+  instead of a Ray call per sample to a reward actor, and builds no reward actors;
+- with one rollout server (and the tail policy off), the agent loops send requests straight to
+  it (``sole_server.py``) instead of asking the load-balancer actor twice per sample;
 - per step, where the sampling phase (``timing_s/gen``) went: each rollout's generation and
   scoring time from the agent loop's own per-sample metrics (``agent_loop/generate_sequences``
   and ``agent_loop/compute_score``, mean and max); the rest of ``gen`` is the replay buffer
@@ -31,6 +36,7 @@ the components act is the order written in each hook, not a method resolution or
 
 from __future__ import annotations
 
+import logging
 import numbers
 
 import numpy as np
@@ -43,11 +49,14 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_ascend.run.journal import RunJournal
 from verl_ascend.run.watchdog import RolloutFailure, RolloutWatchdog, rollout_servers
+from recipe.dapo_ascend.local_reward import InProcessRewardHandle, check_in_process_reward, release_reward_workers
 from recipe.dapo_ascend.options import DapoAscendOptions
 from recipe.dapo_ascend.rollout_tail.accounting import consumption_metrics
 from recipe.dapo_ascend.rollout_tail.component import RolloutTail
+from recipe.dapo_ascend.sole_server import SoleServerClient, sole_server
 
 TRAINER_NAME = "dapo_ascend"
+logger = logging.getLogger(__name__)
 
 
 def reward_extra_means(extra_fields: list, mask: np.ndarray | None = None) -> dict[str, float]:
@@ -122,6 +131,10 @@ class DAPOAscendTrainer(PPOTrainerSync):
         self.options = DapoAscendOptions.from_config(config)  # trainer.v1.dapo_ascend, typed
         self.rollout_tail = RolloutTail(config, lambda: rollout_servers(self))
         self.rollout_watchdog = RolloutWatchdog.from_config(config, lambda: rollout_servers(self))
+        if self.options.reward_in_agent_loop:
+            check_in_process_reward(config)
+            before = release_reward_workers(config)  # upstream builds no reward actors
+            logger.info("reward_in_agent_loop: rewards scored in the agent loops (reward.num_workers %s -> 0)", before)
         super().__init__(config)
         self.journal = RunJournal(config)
         self.trace_check = TraceCheck.from_config(config)
@@ -139,11 +152,19 @@ class DAPOAscendTrainer(PPOTrainerSync):
         self.rollout_watchdog.attach(buffer)
         return buffer
 
+    def get_reward_handles(self):
+        if not self.options.reward_in_agent_loop:
+            return super().get_reward_handles()
+        return [InProcessRewardHandle(self.config)]
+
     def get_llm_client(self):
         client_cls = self.rollout_tail.client_cls()
-        if client_cls is None:
+        if client_cls is not None:
+            return self.llm_server_manager.get_client(client_cls=client_cls)
+        server = sole_server(self.llm_server_manager, self.config)
+        if server is None:
             return super().get_llm_client()
-        return self.llm_server_manager.get_client(client_cls=client_cls)
+        return self.llm_server_manager.get_client(client_cls=SoleServerClient, server=server)
 
     # -- the step, in the order upstream calls the hooks ---------------------------------------
     def on_step_begin(self):

@@ -779,6 +779,61 @@ SEAMS: tuple[Seam, ...] = (
         removable_if=(HasAttr("verl.workers.rollout.router:GlobalRequestLoadBalancer.servers"),),
     ),
     Seam(
+        id="recipe_sole_server_client",
+        kind="private-override",
+        target=(
+            "verl.workers.rollout.llm_server.LLMServerClient._acquire_server and _release_server, overridden by "
+            "recipe.dapo_ascend.sole_server.SoleServerClient; LLMServerManager.server_handles read (verl==0.9.1)"
+        ),
+        why=(
+            "With one rollout server, upstream's client still asks the load-balancer actor for it and releases it "
+            "with two Ray calls per sample; on 2 CPU cores they were a tenth of the agent loop's time."
+        ),
+        switched_on=(
+            "DAPOAscendTrainer.get_llm_client: exactly one rollout server, no rollout.router_config_path, "
+            "trainer.v1.dapo_ascend.rollout_tail off."
+        ),
+        upstream_fix="None filed yet: LLMServerClient skipping the balancer when the registry holds one server.",
+        remove_when="upstream's client routes a single server without the balancer.",
+        test="tests/recipe/test_sole_server.py",
+        code="recipe/dapo_ascend/sole_server.py::SoleServerClient",
+        fingerprints={
+            "verl.workers.rollout.llm_server:LLMServerClient._acquire_server": "f2e3d5305b2bc601",
+            "verl.workers.rollout.llm_server:LLMServerClient._release_server": "293515c2c820f864",
+            "verl.workers.rollout.llm_server:LLMServerClient.generate#_acquire_server": "970717c5fa88a770",
+            "verl.workers.rollout.llm_server:LLMServerManager._initialize_llm_servers#self.server_handles": "237f299dd29044f3",
+            "verl.workers.rollout.llm_server:LLMServerManager.get_client": "135a594f4af2f7d7",
+        },
+        removable_if=(HasAttr("verl.workers.rollout.llm_server:LLMServerClient.sole_server"),),
+    ),
+    Seam(
+        id="recipe_reward_in_agent_loop",
+        kind="instance-rebind",
+        stage="trainer",
+        target=(
+            "the reward handles upstream's AgentLoopWorker calls (handle.compute_score.remote(data)), answered by "
+            "recipe.dapo_ascend.local_reward.InProcessRewardHandle with upstream's RewardLoopWorker built in that "
+            "process; config.reward.num_workers written 0 before RewardLoopManager reads it (verl==0.9.1)"
+        ),
+        why=(
+            "A rule-based reward costs a Ray call per sample to a reward actor that unpickles the sample: a third "
+            "of a core on the 2-core demo machine for a two-digit comparison. In the agent loop it is a function call."
+        ),
+        switched_on="trainer.v1.dapo_ascend.reward_in_agent_loop=true (dapo_demo_cpu; off in dapo_base).",
+        upstream_fix="None filed yet: a reward.mode=in_agent_loop for rule-based rewards.",
+        remove_when="upstream can score rule-based rewards in the agent loop itself.",
+        test="tests/recipe/test_local_reward.py",
+        code="recipe/dapo_ascend/local_reward.py, recipe/dapo_ascend/trainer.py::DAPOAscendTrainer.get_reward_handles",
+        fingerprints={
+            "verl.experimental.agent_loop.agent_loop:AgentLoopWorker._compute_score#compute_score.remote": "89e67713b7020c58",
+            "verl.experimental.reward_loop.reward_loop:RewardLoopWorker.__init__": "05170a2d31e226e5",
+            "verl.experimental.reward_loop.reward_loop:RewardLoopManager._init_reward_loop_workers#num_workers": "6e7b1844cc136a7d",
+            "verl.trainer.ppo.v1.trainer_base:PPOTrainer.get_reward_handles": "cf462f747f361f2e",
+        },
+        covers=("num_workers",),
+        removable_if=(SourceContains("verl.experimental.agent_loop.agent_loop", "in_agent_loop"),),
+    ),
+    Seam(
         id="profiler_trace_check_rebind",
         kind="instance-rebind",
         stage="trainer",

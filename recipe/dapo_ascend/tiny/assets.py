@@ -47,7 +47,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt and messages[-1]['content'][-1:] != '?' %} ={% endif %}"
 )
 # 6: the demo's same_digit data next to the first_digit data. 7: demo_model/, the demo's base model.
-SPEC_VERSION = 7
+SPEC_VERSION = 8
 # vLLM's CPU attention (rollout.name=vllm) accepts head sizes 32 to 512 (CPUAttentionBackend.
 # get_supported_head_sizes), not the 16 of 64 hidden / 4 heads; its Qwen2 takes the head size as
 # hidden_size // num_attention_heads, so the head count sets it.
@@ -123,10 +123,10 @@ def build_model(seed: int, workload: str = "first_digit", long_tail: dict | None
 # the task's format some of the time; it does not teach a random network from nothing (from the
 # random start, the demo's budget reached ~0.6 accuracy at best, measured). A few supervised
 # steps on same_digit answers ("<digit><|im_end|>") leave a model that samples the right digit
-# ~60% of the time, unevenly across digits, and still sometimes runs past its answer (so the
-# overlong penalty acts). DAPO takes it to ~0.9 within the demo. Deterministic: fixed seeds,
-# one thread.
-BASE_WARMUP = {"steps": 32, "batch": 16, "lr": 3e-3, "seed": 7}
+# ~70% of the time, unevenly across digits (0.5 for the hardest), and still sometimes runs past
+# its answer (so the overlong penalty acts). DAPO takes it above 0.9 within the demo's 12 steps.
+# Deterministic: fixed seeds, one thread.
+BASE_WARMUP = {"steps": 36, "batch": 16, "lr": 3e-3, "seed": 7}
 
 
 def warm_up(model, tokenizer, p: dict = BASE_WARMUP) -> None:

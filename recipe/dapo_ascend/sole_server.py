@@ -1,0 +1,45 @@
+"""With one rollout server, the agent loops send every request straight to it.
+
+Upstream's ``LLMServerClient`` asks a load-balancer actor for a server before each request
+and tells it when the request is done: two Ray calls per sample, which choose among one
+server when a run has one. On the 2-core demo machine they were a tenth of the agent loop's
+time, and the balancer a process of its own competing for the same cores.
+
+``SoleServerClient`` is the same client with the choice made once, by the trainer, which
+knows the servers it built. The trainer uses it only when there is exactly one server, no
+router of the user's (``rollout.router_config_path``) and the long-tail policy, which routes
+by outstanding tokens, is off; otherwise upstream's client is used unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from verl.workers.rollout.llm_server import LLMServerClient
+
+
+class SoleServerClient(LLMServerClient):
+    def __init__(self, config, load_balancer_handle=None, server: Optional[tuple[str, Any]] = None, **kwargs):
+        if server is None:
+            raise ValueError("SoleServerClient needs server=(address, handle) of the one rollout server")
+        super().__init__(config=config, load_balancer_handle=load_balancer_handle, **kwargs)
+        self._sole = tuple(server)
+
+    async def _acquire_server(self, request_id: str, **extra) -> tuple[str, Any]:
+        return self._sole
+
+    def _release_server(self, server_id: str, request_id: str | None = None) -> None:
+        return None
+
+
+def sole_server(manager, config) -> Optional[tuple[str, Any]]:
+    """``(address, handle)`` when the run has exactly one rollout server and no router of its own."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.select(config, "actor_rollout_ref.rollout.router_config_path", default=None):
+        return None
+    addresses = list(getattr(manager, "server_addresses", None) or [])
+    handles = list(getattr(manager, "server_handles", None) or [])
+    if len(addresses) != 1 or len(handles) != 1:
+        return None
+    return addresses[0], handles[0]
