@@ -141,6 +141,7 @@ def _rules() -> list[Rule]:
         Rule("trainer.default_local_dir", "a folder path", lambda v: isinstance(v, str) and bool(v.strip()), optional=False),
         Rule("trainer.v1.dapo_ascend.poll_interval_s", "a number > 0 (seconds)", positive_number),
         Rule("trainer.v1.dapo_ascend.reward_in_agent_loop", "true or false", boolean),
+        Rule("trainer.v1.dapo_ascend.warm_workers", f"{nnint} (0: off)", non_negative_int),
         Rule("fault_tolerance.rollout_timeout_s", "a number > 0 (seconds)", positive_number),
         Rule("fault_tolerance.server_ping_timeout_s", "a number > 0 (seconds)", positive_number),
         Rule("fault_tolerance.allow_no_checkpoints", "true or false", boolean),

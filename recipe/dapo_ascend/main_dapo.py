@@ -12,7 +12,9 @@ The whole path, in order:
 4. The run folder is locked (one live run per folder), a start that would resume nothing on top
    of recorded history is refused, and only then are the run's files brought in line with the
    checkpoint it resumes (``verl_ascend/run/run_guard.py``, ``verl_ascend/run/checkpoints.py``).
-5. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
+5. With ``trainer.v1.dapo_ascend.warm_workers`` > 0 this process starts the local Ray cluster
+   itself, with workers that import verl ahead of the actors (``verl_ascend/run/warm_workers.py``).
+6. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
    progress line per step from the metrics file.
 
 Hydra writes no ``./outputs/<date>/<time>/`` folder (``HYDRA_QUIET``).
@@ -94,6 +96,11 @@ def run(config: DictConfig) -> None:
         print(f"[verl-ascend] metrics: {path}", flush=True)
         printer = ProgressPrinter(path, total_steps=config.trainer.get("total_training_steps")).start()
     try:
+        from recipe.dapo_ascend.options import DapoAscendOptions
+        from verl_ascend.run import warm_workers
+
+        # Before run_ppo: Ray started here, with warm workers, or (0, the default) by upstream.
+        warm_workers.start(config, DapoAscendOptions.from_config(config).warm_workers)
         run_ppo(config, task_runner_class=TaskRunnerV1)
     finally:
         if printer is not None:

@@ -834,6 +834,37 @@ SEAMS: tuple[Seam, ...] = (
         removable_if=(SourceContains("verl.experimental.agent_loop.agent_loop", "in_agent_loop"),),
     ),
     Seam(
+        id="driver_warm_ray_workers",
+        kind="private-registry",
+        stage="driver",
+        target=(
+            "Ray's _system_config keys preload_python_modules and worker_maximum_startup_concurrency (ray 2.60; "
+            "the worker side is default_worker's --worker-preload-modules); upstream's run_ppo ray.init path "
+            "(its runtime_env, built again here from get_ppo_ray_runtime_env, and its ray.is_initialized() skip) "
+            "(verl==0.9.1)"
+        ),
+        why=(
+            "Upstream creates its actors one after another and each new Ray worker imports verl for 5-8 s on one "
+            "core. Workers Ray starts with its node, preloading verl side by side, serve those actors at once; "
+            "Ray hands them only to actors without a runtime_env, so the job's variables go through the driver's "
+            "environment, which a cluster the driver starts passes to every worker."
+        ),
+        switched_on="trainer.v1.dapo_ascend.warm_workers > 0 (dapo_demo_cpu: 7; 0 in dapo_base), driver-local Ray, CPU.",
+        upstream_fix="None filed yet: run_ppo option to prestart workers that preload verl (ray_kwargs.warm_workers).",
+        remove_when="upstream's run_ppo prestarts warm workers itself, or starts its actors side by side.",
+        test="tests/verl_ascend/run/test_warm_workers.py",
+        code="verl_ascend/run/warm_workers.py, recipe/dapo_ascend/main_dapo.py::run",
+        fingerprints={
+            "verl.trainer.main_ppo:run_ppo#runtime_env": "c18fc3e1e2249831",
+            "verl.trainer.main_ppo:run_ppo#ray.is_initialized": "0b381e379ed4ed4f",
+            "verl.trainer.main_ppo:run_ppo#os.environ": "c9df343b2111638f",
+            "verl.trainer.constants_ppo:get_ppo_ray_runtime_env": "188809cee31d40af",
+            "ray._private.workers.default_worker#worker_preload_modules": "853d51c50f3804b0",
+        },
+        covers=("_system_config",),
+        removable_if=(SourceContains("verl.trainer.main_ppo:run_ppo", "preload_python_modules"),),
+    ),
+    Seam(
         id="profiler_trace_check_rebind",
         kind="instance-rebind",
         stage="trainer",
