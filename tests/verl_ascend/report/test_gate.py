@@ -253,3 +253,20 @@ def test_module_entry_point(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == EXIT_OK, proc.stderr
     assert (tmp_path / "p.png").read_bytes()[:8] == PNG
+
+
+def test_the_documented_baselines_load(tmp_path):
+    """docs/ascend_tutorial/regression_gate.md: the schema example and check_npu's gate as a baseline."""
+    text = (REPO / "docs" / "ascend_tutorial" / "regression_gate.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```yaml\n")[1:]]
+    assert len(blocks) == 2
+    loaded = []
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"doc{i}.yaml"
+        path.write_text(block)
+        loaded.append(load_baseline(path))
+    assert loaded[0].window == (2, 11) and loaded[0].gated == ("correctness",)
+    npu = {m.name: m for m in loaded[1].metrics}
+    assert loaded[1].window == (5, 14)
+    assert npu["actor/perf/max_memory_allocated_gb"].allowed()[1] == pytest.approx(53.3)
+    assert npu["training/rollout_probs_diff_mean"].regression == "either" and npu["perf/throughput"].relative
