@@ -26,6 +26,8 @@ RUNS = {
 # An honest demo run whose responses ran long for three steps (overlong penalty 0.95 at step 7):
 # its score's window mean is 0.585, its accuracies are those of a run that learnt.
 LONG_RESPONSES = "dapo_demo_cpu_metrics_long_responses.jsonl"
+# tests/cpu/test_vllm_e2e.py's run: the 2-step command with actor_rollout_ref.rollout.name=vllm.
+VLLM_2STEPS = "dapo_demo_cpu_2steps_vllm_metrics.jsonl"
 
 
 def gate(metrics, baseline, *extra):
@@ -71,7 +73,7 @@ def test_window_fits_the_runs_steps_and_ci_gates_correctness_only(name):
 
 
 @pytest.mark.parametrize("name, fixture", [(n, r[2]) for n, r in sorted(RUNS.items())]
-                         + [("dapo_demo_cpu.yaml", LONG_RESPONSES)])
+                         + [("dapo_demo_cpu.yaml", LONG_RESPONSES), ("dapo_demo_cpu_2steps.yaml", VLLM_2STEPS)])
 def test_real_run_passes(name, fixture):
     proc = gate(FIXTURES / fixture, name)
     assert proc.returncode == EXIT_OK, proc.stdout + proc.stderr

@@ -245,7 +245,9 @@ def compare(values: dict[int, dict[str, float]], baseline: Baseline, metrics_pat
                 raise GateInputError(_missing_metric(spec.name, baseline.window, values, metrics_path))
             rows.append(Row(spec, spec.group in gated, None, ()))
             continue
-        run = REDUCERS[spec.reduce]([values[s][spec.name] for s in steps])
+        found = [values[s][spec.name] for s in steps]
+        # NaN or inf on any step of the window fails the metric, whatever the reduction would pick.
+        run = REDUCERS[spec.reduce](found) if all(map(math.isfinite, found)) else math.nan
         rows.append(Row(spec, spec.group in gated, run, steps))
     return rows
 

@@ -162,6 +162,11 @@ def test_reduce_max_takes_the_window_peak(tmp_path, capsys):
     assert rc == EXIT_REGRESSED, out  # one step 2 GB over: the peak
     rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml", {key: spec}), "--no-plot")
     assert rc == EXIT_OK, out  # the mean of ten steps moves 0.2 GB only
+    # A NaN on one step fails the metric even where the reduction (the peak) would pass over it.
+    metrics = doctor(DEMO_METRICS, tmp_path / "nan.jsonl", key, lambda v: math.nan, steps={7})
+    rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml", {key: {**spec, "reduce": "max"}}),
+                      "--no-plot")
+    assert rc == EXIT_REGRESSED and verdicts(out)[key] == "REGRESSED", out
 
 
 # ================================================================================================ bad input
