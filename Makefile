@@ -40,9 +40,13 @@ demo-vllm: $(VLLM_STAMP)
 	rm -rf outputs/dapo_tiny_cpu outputs/checkpoints/dapo_tiny_cpu
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/dapo_tiny_cpu.sh actor_rollout_ref.rollout.name=vllm $(ARGS)
 
+# The demo ends with the regression gate against its shipped baseline: the verdict of the
+# correctness metrics (exit 1 when they regressed), speed and memory shown but not gated.
 demo: $(STAMP)
 	rm -rf outputs/dapo_tiny_cpu outputs/checkpoints/dapo_tiny_cpu
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/dapo_tiny_cpu.sh
+	$(PY) -m verl_ascend.report.gate "$${VERL_FILE_LOGGER_PATH:-$${VERL_ASCEND_OUTPUT_DIR:-outputs}/dapo_tiny_cpu/metrics.jsonl}" \
+		--baseline recipe/dapo_ascend/baselines/dapo_demo_cpu.yaml
 
 # tests/npu runs in its own process: modules first imported while the NPU emulator is active
 # keep upstream's import-time `is_npu_available=True`. Tests that launch the recipe, upstream's

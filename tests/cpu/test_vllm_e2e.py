@@ -9,7 +9,10 @@ worker processes. Checked where each thing is consumed:
 - the checkpoint of the last step;
 - inside each vLLM worker (``VERL_CPU_VLLM_PROBE_DIR``): our vLLM general plugin ran in the worker
   and in the engine core that spawned it, and the rollout role's environment arrived;
-- the profile: vLLM's own torch-profiler traces of the rollout, read by the report.
+- the profile: vLLM's own torch-profiler traces of the rollout, read by the report;
+- the regression gate: the run's correctness metrics within the shipped baseline of the hf run of
+  the same command (recipe/dapo_ascend/baselines/dapo_demo_cpu_2steps.yaml): the same base model
+  answers as often through vLLM, and its log-probs agree with the actor's as closely.
 """
 
 from __future__ import annotations
@@ -101,6 +104,16 @@ def test_inside_each_vllm_worker_the_plugin_ran_and_the_rollout_env_arrived(run)
         assert probe["env"] == {"VERL_CPU_ROLLOUT_ENV": "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_KVCACHE_SPACE": "1"}
         # The initial sync and one after each training step but the last went through the reload.
         assert probe["weight_syncs"] >= STEPS, probe
+
+
+def test_regression_gate_passes_on_the_correctness_metrics(run):
+    out, _, _, _ = run
+    metrics = out / "dapo_tiny_cpu" / "metrics.jsonl"
+    gate = subprocess.run([sys.executable, "-m", "verl_ascend.report.gate", str(metrics), "--baseline",
+                           str(REPO / "recipe" / "dapo_ascend" / "baselines" / "dapo_demo_cpu_2steps.yaml"),
+                           "--no-plot"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert "gate: PASS (3 gated metric(s) within tolerance)" in gate.stdout, gate.stdout
 
 
 def test_profile_has_vllm_rollout_traces_the_report_reads(run):

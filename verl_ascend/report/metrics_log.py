@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from verl_ascend.report.problems import InputFormatError, InputProblem
 
@@ -49,15 +49,8 @@ def looks_like_metrics_log(path: str | Path) -> bool:
     return False
 
 
-def read_metrics_log(path: str | Path, keep: tuple[str, ...] = GEN_SPREAD_KEYS) -> MetricsLog:
-    """Read every step; bad lines become problems (file and line), good lines are kept.
-
-    A step logged twice (a resumed run appends to the same file) keeps its last record.
-    """
-    path = str(path)
-    problems: list[InputProblem] = []
-    by_step: dict[int, StepRecord] = {}
-    good = 0
+def _records(path: str, problems: list[InputProblem]) -> Iterator[tuple[int, dict]]:
+    """(step, data) of each valid record in file order; each bad line becomes a problem (file and line)."""
     try:
         fh = open(path, encoding="utf-8")
     except OSError as e:
@@ -86,26 +79,65 @@ def read_metrics_log(path: str | Path, keep: tuple[str, ...] = GEN_SPREAD_KEYS) 
                     problems.append(InputProblem(path, f"'step' is {rec['step']!r}; expected an integer", line=lineno,
                                                  partial=True))
                     continue
-                record = StepRecord(step)
-                for key, value in rec["data"].items():
-                    if not isinstance(value, (int, float)) or isinstance(value, bool):
-                        continue
-                    if key.startswith(TIMING_PREFIX):
-                        name = key[len(TIMING_PREFIX):]
-                        if "/" not in name:  # stage timers are flat names; nested ones are statistics
-                            record.timing[name] = float(value)
-                        elif name in keep:
-                            record.extra[name] = float(value)
-                    elif key in keep:
-                        record.extra[key] = float(value)
-                by_step[step] = record
-                good += 1
+                yield step, rec["data"]
         except UnicodeDecodeError as e:
             problems.append(InputProblem(path, f"not UTF-8 text ({e.reason}); lines before it kept", line=lineno + 1,
                                          partial=True))
+
+
+def _numbers(data: dict) -> Iterator[tuple[str, float]]:
+    for key, value in data.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield key, float(value)
+
+
+def _no_valid_record(path: str, problems: list[InputProblem]) -> InputFormatError:
+    return InputFormatError(InputProblem(path, f"no valid metrics record; expected {_EXPECTED}",
+                                         line=problems[0].line if problems else None))
+
+
+def read_metrics_log(path: str | Path, keep: tuple[str, ...] = GEN_SPREAD_KEYS) -> MetricsLog:
+    """Read every step; bad lines become problems (file and line), good lines are kept.
+
+    A step logged twice (a resumed run appends to the same file) keeps its last record.
+    """
+    path = str(path)
+    problems: list[InputProblem] = []
+    by_step: dict[int, StepRecord] = {}
+    good = 0
+    for step, data in _records(path, problems):
+        record = StepRecord(step)
+        for key, value in _numbers(data):
+            if key.startswith(TIMING_PREFIX):
+                name = key[len(TIMING_PREFIX):]
+                if "/" not in name:  # stage timers are flat names; nested ones are statistics
+                    record.timing[name] = value
+                elif name in keep:
+                    record.extra[name] = value
+            elif key in keep:
+                record.extra[key] = value
+        by_step[step] = record
+        good += 1
     if good == 0 and problems:
-        raise InputFormatError(InputProblem(path, f"no valid metrics record; expected {_EXPECTED}", line=problems[0].line))
+        raise _no_valid_record(path, problems)
     return MetricsLog(path, [by_step[s] for s in sorted(by_step)], problems)
+
+
+def read_step_values(path: str | Path) -> tuple[dict[int, dict[str, float]], list[InputProblem]]:
+    """Every numeric metric of every step, under upstream's own names (``timing_s/step``, ...).
+
+    Records of one step are merged, a later value of a key winning: the trainer may log a step's
+    validation apart from its training metrics, and a resumed run appends its steps again.
+    Non-finite values (upstream logs NaN for an empty comparison) are kept as they are.
+    """
+    path = str(path)
+    problems: list[InputProblem] = []
+    by_step: dict[int, dict[str, float]] = {}
+    for step, data in _records(path, problems):
+        by_step.setdefault(step, {}).update(_numbers(data))
+    if not by_step:
+        raise _no_valid_record(path, problems)
+    return dict(sorted(by_step.items())), problems
 
 
 def phase_mean(steps: list[StepRecord], phase: str) -> Optional[float]:

@@ -1,10 +1,12 @@
-"""Plots of the report: the rollout timeline per lane (with the tail shaded) and the per-step
-breakdown of phase times. Agg backend: no display needed; each file is written to a temporary name
-and renamed, so a failed run never leaves half a PNG.
+"""Plots of the report: the rollout timeline per lane (with the tail shaded), the per-step
+breakdown of phase times, and the regression gate's comparison with its baseline. Agg backend: no
+display needed; each file is written to a temporary name and renamed, so a failed run never leaves
+half a PNG.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -115,3 +117,44 @@ def step_breakdown(phases: dict, path: Path) -> bool:
     _save(fig, path)
     plt.close(fig)
     return True
+
+
+def gate_comparison(rows: list, values: dict[int, dict[str, float]], window: tuple[int, int], path: Path) -> Path:
+    """A panel per metric: the run's value at each step, the window shaded, the baseline and the band
+    of values that pass (to the unbounded side for a one-sided metric), the window's reduced value.
+    ``rows`` are the regression gate's (``verl_ascend.report.gate.Row``)."""
+    plt = _pyplot()
+    first, last = window
+    cols = 2 if len(rows) > 1 else 1
+    nrows = math.ceil(len(rows) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 2.8 * nrows), squeeze=False)
+    for ax in axes.flat[len(rows):]:
+        ax.set_visible(False)
+    for ax, row in zip(axes.flat, rows):
+        steps = [s for s in values if row.spec.name in values[s]]
+        ax.plot(steps, [values[s][row.spec.name] for s in steps], "-o", markersize=3, color="C0", label="run")
+        ax.axvspan(first - 0.5, last + 0.5, color="#999999", alpha=0.12, lw=0, label=f"window {first}-{last}")
+        ax.axhline(row.spec.value, color="black", linewidth=1, label="baseline")
+        low, high = row.spec.allowed()
+        y0, y1 = ax.get_ylim()
+        shown = [y0, y1] + [e for e in (low, high) if math.isfinite(e)]
+        pad = 0.05 * (max(shown) - min(shown) or 1.0)
+        bottom, top = min(shown) - pad, max(shown) + pad
+        for edge in (low, high):
+            if math.isfinite(edge):
+                ax.axhline(edge, color="C2", linewidth=1, linestyle="--")
+        ax.axhspan(max(low, bottom), min(high, top), color="C2", alpha=0.12, lw=0,
+                   label=f"passes ({row.spec.tolerance_text()})")
+        if row.run is not None and math.isfinite(row.run):
+            color = "C3" if row.verdict.upper().startswith("REGRESSED") else "C1"
+            ax.hlines(row.run, first - 0.5, last + 0.5, color=color, linewidth=2, label=f"run {row.spec.reduce}")
+        ax.set_ylim(bottom, top)
+        ax.set_title(f"{row.spec.name}: {row.verdict}", fontsize=9,
+                     color="C3" if row.verdict == "REGRESSED" else "black")
+        ax.set_xlabel("step", fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="best")
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return path

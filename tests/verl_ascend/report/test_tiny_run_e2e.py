@@ -2,13 +2,15 @@
 
 Two profiled steps of the real run: the dapo_ascend trainer's trace check and the HF rollout
 server tracing the replicas upstream's rollout profiler config selects; see
-docs/ascend_tutorial/profiling.md.
+docs/ascend_tutorial/profiling.md. CI's regression gate reads the same run's metrics against the
+shipped baseline of this run (correctness gated, speed reported; docs/ascend_tutorial/regression_gate.md).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 from conftest import REPO
@@ -32,7 +34,8 @@ def test_tiny_run_profile_cpu_and_report(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "[verl-ascend profiler]" not in proc.stderr  # no missing-trace banner
     save = out / "profile" / "dapo_tiny_cpu"
-    report = build_report([save, out / "dapo_tiny_cpu" / "metrics.jsonl"])
+    metrics = out / "dapo_tiny_cpu" / "metrics.jsonl"
+    report = build_report([save, metrics])
     assert not report.problems, report.problems
     assert {lane.kind for lane in report.lanes} == {"train", "rollout"}
     stages = {s for lane in report.lanes if lane.kind == "train" for s in lane.stages}
@@ -42,3 +45,10 @@ def test_tiny_run_profile_cpu_and_report(tmp_path):
     rows = report.data["top_ops"]["rollout"]["rows"]
     # The model's matmuls ran inside the traced rollout server.
     assert {"aten::linear", "aten::mm", "aten::addmm", "aten::matmul"} & {r["name"] for r in rows}
+
+    gate = subprocess.run([sys.executable, "-m", "verl_ascend.report.gate", str(metrics), "--baseline",
+                           str(REPO / "recipe" / "dapo_ascend" / "baselines" / "dapo_demo_cpu_2steps.yaml")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert "gate: PASS (3 gated metric(s) within tolerance)" in gate.stdout, gate.stdout
+    assert (metrics.parent / "regression_gate.png").is_file()
