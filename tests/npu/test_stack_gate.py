@@ -40,7 +40,7 @@ def write_dist(site: Path, name: str, version: str, requires: tuple[str, ...] = 
 def write_sources(site: Path, drop: str | None = None) -> None:
     """vllm/ and vllm_ascend/ with the names of the pinned releases' snapshots (``drop`` left out)."""
     for package, module in stack.PACKAGES.items():
-        data = stack._read_snapshot(stack.snapshots(package)[stack.PINNED[package]])
+        data = stack.read_snapshot(stack.snapshots(package)[stack.PINNED[package]])
         env_path, table = ENV_MODULES[package]
         names = [n for n in data["env_vars"] if n != drop]
         (site / module).mkdir(parents=True)

@@ -91,8 +91,8 @@ def release_pins(package: str, version: str) -> tuple[list[str], str] | None:
     """(version pins, where they were read) of one release, from its own snapshot or pins file."""
     for suffix in (".yaml", ".pins.yaml"):
         path = snapshots(package, suffix).get(str(Version(version)))
-        if path is not None and "requirements" in _read_snapshot(path):
-            return list(_read_snapshot(path)["requirements"]), f"snapshot {path.name}"
+        if path is not None and "requirements" in read_snapshot(path):
+            return list(read_snapshot(path)["requirements"]), f"snapshot {path.name}"
     return None
 
 
@@ -169,7 +169,7 @@ def target_version(
 
 
 @functools.cache
-def _read_snapshot(path: Path) -> dict:
+def read_snapshot(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
@@ -201,7 +201,7 @@ def surface(
                 f"({', '.join(supported_versions(package))}); see docs/ascend_tutorial/npu_backend.md"
             )
         best = max(older, key=Version)
-        data = _read_snapshot(known[best])
+        data = read_snapshot(known[best])
         stand_in = None if Version(best) == Version(version) else best
         source = f"snapshot {known[best].name}" + (f" (nearest release <= {version})" if stand_in else "")
     own_pins, pins_source = (data.get("requirements"), source) if stand_in is None else (None, "")

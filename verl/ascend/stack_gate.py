@@ -152,7 +152,7 @@ def _cann_parts(version: str) -> list[str]:
 def check_cann(environ: Mapping[str, str]) -> Check:
     """The installed CANN against the CANN of the pinned vllm-ascend's image (its snapshot's ``cann``)."""
     package, pinned = "vllm-ascend", stack.PINNED["vllm-ascend"]
-    data = stack._read_snapshot(stack.snapshots(package)[pinned])
+    data = stack.read_snapshot(stack.snapshots(package)[pinned])
     expected = data["cann"]
     why = f"expected {expected} ({package} {pinned} is built on {data.get('cann_image', 'that CANN')})"
     found = cann_version(environ)

@@ -107,7 +107,7 @@ def _fallback_variables(key: str, surface) -> list[str]:
     """The deprecated variables of ``additional_config.<key>``: in the target, or any release snapshotted."""
     names = {env for env, k in (surface.env_fallbacks if surface else {}).items() if k == key}
     for path in stack.snapshots("vllm-ascend").values():
-        names |= {env for env, k in stack._read_snapshot(path).get("env_fallbacks", {}).items() if k == key}
+        names |= {env for env, k in stack.read_snapshot(path).get("env_fallbacks", {}).items() if k == key}
     return sorted(names)
 
 
