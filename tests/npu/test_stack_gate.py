@@ -203,3 +203,10 @@ def test_the_module_command_passes_on_the_documented_install(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("stack check: OK")
+
+
+def test_an_installed_release_is_judged_by_its_source_not_a_declaration(tmp_path, capsys):
+    path, environ = install(tmp_path)
+    code, out = gate(capsys, path, {**environ, "VERL_ASCEND_TARGET_VLLM_ASCEND": "0.25.1rc1"})
+    assert code == 0, out
+    assert "vllm-ascend 0.23.0 (installed; names from the installed source)" in out

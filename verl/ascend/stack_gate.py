@@ -188,10 +188,12 @@ def check_names(environ: Mapping[str, str], path: list[str] | None) -> list[Chec
     table = load_table()
     checks = []
     for package in stack.PACKAGES:
-        found = stack.surface(package, None, environ, path)
-        tested = sorted(stack.emitted_names(table)[package])
+        # an installed release is judged by its own source, whatever VERL_ASCEND_TARGET_* declares
+        declared = {k: v for k, v in environ.items() if k != stack.ENV_KEY[package]}
+        found = stack.surface(package, None, declared if stack.installed_version(package, path) else environ, path)
+        tested = ", ".join(sorted(stack.emitted_names(table)[package])) or f"nothing (the profile hands {package} no name)"
         missing = stack.missing_names(table, package, found, gated=False)
-        line = f"{found.describe()}: tested {', '.join(tested) or 'nothing'}; missing {', '.join(missing) or 'none'}"
+        line = f"{found.describe()}: tested {tested}; missing {', '.join(missing) or 'none'}"
         checks.append(Check(not missing, line))
     for name in stack.verl_read_names(table):
         reader = verl_reader(name, path)

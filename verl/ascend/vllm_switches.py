@@ -240,7 +240,8 @@ def resolve(config, environ: Mapping[str, str], facts: dict, profile: EnvProfile
     for entry in load_table().get("additional_config", []):
         facts[f"stack.has.{entry['key']}"] = surface is None or entry["key"] in surface.additional_config_keys
     found = _explicit_vllm_env(config, environ, settings)
-    reported = _additional_config(config, facts, profile, errors, found)
-    if facts.get("trainer.device") == "npu":  # vllm-ascend's names; a CPU/GPU job's shell is not judged
+    npu = facts.get("trainer.device") == "npu"  # vllm-ascend's names; a CPU/GPU job's shell is not judged
+    reported = _additional_config(config, facts, profile, errors, found if npu else {})
+    if npu:
         _check_vllm_env(found, profile, errors, reported)
     facts["mc2"] = _mc2_reaches_vllm_ascend(profile, found)
