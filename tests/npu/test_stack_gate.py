@@ -108,9 +108,10 @@ def test_documented_install_passes_with_its_local_labels(tmp_path, capsys):
     assert "verl reads VLLM_ASCEND_TASK_QUEUE_ENABLE (verl/plugin/platform/platform_npu.py)" in out
 
 
-def test_aarch64_torch_without_label_and_compiler_record_pass(tmp_path, capsys):
-    path, environ = install(tmp_path, cann=None, torch="2.10.0")
+def test_aarch64_torch_without_label_and_compiler_record_pass(tmp_path, capsys, monkeypatch):
+    path, _ = install(tmp_path, cann=None, torch="2.10.0")
     environ = {"ASCEND_TOOLKIT_HOME": str(write_cann(tmp_path / "cann2", "9.1.0", record="compiler"))}
+    monkeypatch.setattr(stack_gate, "DEFAULT_TOOLKITS", ())  # only $ASCEND_TOOLKIT_HOME is looked at
     code, out = gate(capsys, path, environ)
     assert code == 0, out
     assert "compiler/version.info" in out
@@ -149,7 +150,7 @@ def test_wrong_installs_fail_naming_the_culprit(tmp_path, capsys, versions, culp
 
 @pytest.mark.parametrize("cann", ["9.0.1", "8.5.RC1", None])
 def test_cann_mismatch_or_absent_fails(tmp_path, capsys, monkeypatch, cann):
-    monkeypatch.setattr(stack_gate, "DEFAULT_TOOLKIT", str(tmp_path / "no-toolkit"))
+    monkeypatch.setattr(stack_gate, "DEFAULT_TOOLKITS", (str(tmp_path / "no-toolkit"),))
     path, environ = install(tmp_path, cann=cann)
     code, out = gate(capsys, path, environ)
     (line,) = mismatches(out)

@@ -46,7 +46,10 @@ FIX = {
     "torch": "pip install torch=={v} (x86: --index-url https://download.pytorch.org/whl/cpu), the build torch_npu needs",
 }
 CANN_HOMES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")  # set by the toolkit's set_env.sh
-DEFAULT_TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
+# Default install roots: CANN >= 8.5 installs under /usr/local/Ascend/cann (Ascend's install guide:
+# "cat /usr/local/Ascend/cann/<arch>-linux/ascend_toolkit_install.info"), older ones (and images that
+# keep the old path) under ascend-toolkit/latest.
+DEFAULT_TOOLKITS = ("/usr/local/Ascend/cann", "/usr/local/Ascend/ascend-toolkit/latest")
 # Where a CANN toolkit records its version, under its home: the toolkit's install record (read by
 # vllm-ascend's collect_env.py) and the compiler's version.info (read by vllm-ascend's
 # csrc/cmake/scripts/check_version_compatible.py), as ``key=value`` lines.
@@ -130,7 +133,7 @@ def check_requires(package: str, path: list[str] | None, expected: dict[str, str
 
 
 def cann_version(environ: Mapping[str, str]) -> tuple[str, Path] | None:
-    """(version, record file) of the CANN toolkit: ``$ASCEND_HOME_PATH``, ``$ASCEND_TOOLKIT_HOME``, the default."""
+    """(version, record file) of the CANN toolkit: ``$ASCEND_HOME_PATH``, ``$ASCEND_TOOLKIT_HOME``, the defaults."""
     for home in cann_homes(environ):
         for pattern, key in CANN_RECORDS:
             for record in sorted(Path(home).glob(pattern)):
@@ -142,7 +145,7 @@ def cann_version(environ: Mapping[str, str]) -> tuple[str, Path] | None:
 
 
 def cann_homes(environ: Mapping[str, str]) -> list[str]:
-    return list(dict.fromkeys([*(environ[k] for k in CANN_HOMES if environ.get(k)), DEFAULT_TOOLKIT]))
+    return list(dict.fromkeys([*(environ[k] for k in CANN_HOMES if environ.get(k)), *DEFAULT_TOOLKITS]))
 
 
 def _cann_parts(version: str) -> list[str]:
