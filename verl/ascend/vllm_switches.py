@@ -114,7 +114,7 @@ def _fallback_variables(key: str, surface) -> list[str]:
 def _report_user_fallback(entry: dict, name: str, found: dict, surface, facts: dict, key_set: bool) -> str:
     """A user-set deprecated variable, reported on its switch: set by whom, read or not, acting or not."""
     key, knob = entry["key"], entry.get("knob") or entry["key"]
-    value, where, _in_config = found[name]
+    value, where, _ = found[name]
     head = f"{knob}: {name}={value} is set by the user ({where})"
     if surface is None:
         return f"[env_var_deprecated] {head}; the target vllm-ascend is unknown"
