@@ -23,7 +23,10 @@ from verl.ascend.stack_source import ENV_MODULES
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTED = {  # requirements/npu.txt on an x86 host: vLLM built with VLLM_TARGET_DEVICE=empty, torch from the CPU index
     "torch": "2.10.0+cpu",
+    "torchvision": "0.25.0+cpu",
+    "torchaudio": "2.10.0+cpu",
     "torch-npu": "2.10.0.post4",
+    "triton-ascend": "3.2.2",
     "transformers": "5.5.4",
     "vllm": "0.23.0+empty",
     "vllm-ascend": "0.23.0",
@@ -122,10 +125,12 @@ def test_aarch64_torch_without_label_and_compiler_record_pass(tmp_path, capsys, 
     [
         # the registry's vllm 0.23.0 has the right version but pins torch 2.11.0 and drags it in
         (
-            {"vllm": "0.23.0", "torch": "2.11.0", "requires": {"vllm": REGISTRY_VLLM}},
+            {"vllm": "0.23.0", "torch": "2.11.0", "torchaudio": "2.11.0", "requires": {"vllm": REGISTRY_VLLM}},
             [
                 "torch: installed 2.11.0, expected 2.10.0",
-                "vllm requires torch==2.11.0, but the NPU set pins torch==2.10.0; build vLLM v0.23.0 from source with VLLM_TARGET_DEVICE=empty",
+                "torchaudio: installed 2.11.0, expected 2.10.0",
+                "vllm requires torch==2.11.0, torchaudio==2.11.0, but the NPU set pins torch==2.10.0, torchaudio==2.10.0; "
+                "build vLLM v0.23.0 from source with VLLM_TARGET_DEVICE=empty",
                 "torch-npu 2.10.0.post4 is built for torch 2.10.0; installed torch 2.11.0",
             ],
         ),
@@ -133,7 +138,7 @@ def test_aarch64_torch_without_label_and_compiler_record_pass(tmp_path, capsys, 
         ({"vllm": "0.23.0+cu128"}, ["vllm: installed 0.23.0+cu128, expected 0.23.0: local label +cu128 is another build"]),
         ({"torch": "2.10.0+cu128"}, ["torch: installed 2.10.0+cu128, expected 2.10.0: local label +cu128 is another build than the NPU stack's (accepted for torch: +cpu)"]),
         ({"vllm_ascend": "0.23.0.post1"}, ["vllm-ascend: installed 0.23.0.post1, expected 0.23.0 (public version 0.23.0.post1 != 0.23.0); pip install 'vllm-ascend==0.23.0'"]),
-        ({"torch_npu": "2.11.0"}, ["torch-npu: installed 2.11.0, expected 2.10.0.post4", "torch-npu 2.11.0 is built for torch 2.11.0; installed torch 2.10.0+cpu: install torch==2.11.0 or the torch-npu for 2.10.0+cpu"]),
+        ({"torch_npu": "2.11.0"}, ["torch-npu: installed 2.11.0, expected 2.10.0.post4", "torch-npu 2.11.0 is built for torch 2.11.0; installed torch 2.10.0+cpu: install the pair of requirements/npu.txt: torch==2.10.0, torch-npu==2.10.0.post4"]),
         ({"torch_npu": None}, ["torch-npu: installed none, expected 2.10.0.post4; pip install 'torch-npu==2.10.0.post4'"]),
     ],
     ids=["registry-vllm-torch-2.11", "vllm-0.23.1", "vllm-cuda", "torch-cuda", "vllm-ascend-post1", "torch-npu-other-torch", "no-torch-npu"],
@@ -191,8 +196,9 @@ def test_expected_versions_are_the_pinned_release_pins_and_npu_txt():
         for line in (REPO / "requirements/npu.txt").read_text().splitlines()
         if "==" in line and not line.startswith("#")
     }
-    for package in ("torch", "torch-npu", "transformers", "vllm-ascend"):
-        assert expected[package] == npu_txt[package]
+    assert set(npu_txt) <= set(expected)  # every pin of the extra is checked
+    for package, version in npu_txt.items():
+        assert expected[package] == version
     assert "verl==" + expected["verl"] in (REPO / "requirements/base.txt").read_text()
 
 

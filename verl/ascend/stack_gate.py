@@ -5,8 +5,9 @@ NPU set, and a wrong torch / torch_npu / CANN pairing installs cleanly and fails
 kernel. What it checks, reading installed metadata and files only (it imports neither torch nor
 torch_npu, so it runs, and is tested, on a machine without them):
 
-1. **Versions** of the NPU set (requirements/npu.txt; torch, torch-npu and transformers are vllm-ascend
-   0.23.0's own pins, read from its snapshot) compared by their *public* part
+1. **Versions** of the NPU set (requirements/npu.txt: torch, torchvision, torchaudio, torch-npu,
+   triton-ascend and transformers are vllm-ascend 0.23.0's own pins, read from its snapshot; vLLM,
+   vllm-ascend, verl) compared by their *public* part
    (``Version(v).public``), with only the local labels a correct install carries (:data:`LOCAL_LABELS`).
 2. **Pairing**: torch_npu ``X.Y.Z.postN`` is built for torch ``X.Y.Z``; an installed vLLM /
    vllm-ascend whose own exact pins contradict the set (the registry's vLLM requires torch 2.11.0).
@@ -40,6 +41,7 @@ LOCAL_LABELS = {
     "vllm": {"empty": "built from source with VLLM_TARGET_DEVICE=empty, as requirements/npu.txt and vllm-ascend's image do"},
     "torch": {"cpu": "the CPU build of download.pytorch.org/whl/cpu (what pip installs on x86 hosts)"},
 }
+LOCAL_LABELS["torchvision"] = LOCAL_LABELS["torchaudio"] = LOCAL_LABELS["torch"]  # same index, same label
 FIX = {
     "vllm": "build vLLM v{v} from source with VLLM_TARGET_DEVICE=empty (requirements/npu.txt); "
     "not the registry's vllm, which pulls torch 2.11.0 and breaks torch_npu",
@@ -65,18 +67,16 @@ class Check:
         return f"{'ok' if self.ok else 'MISMATCH':8} {self.line}"
 
 
+# The NPU set of requirements/npu.txt whose versions are vllm-ascend's own pins (read from its snapshot).
+FROM_VLLM_ASCEND = ("torch", "torchvision", "torchaudio", "torch-npu", "triton-ascend", "transformers")
+
+
 def expected_versions() -> dict[str, str]:
-    """distribution -> pinned version: vllm-ascend's own torch / torch-npu / transformers pins."""
+    """distribution -> pinned version: vllm-ascend 0.23.0's own pins, vLLM, vllm-ascend and verl."""
     pins, _where = stack.release_pins("vllm-ascend", stack.PINNED["vllm-ascend"])
-    exact = {}
-    for line in pins:
-        name, _, version = line.partition("==")
-        if version:
-            exact[name] = version
+    exact = dict(line.split("==", 1) for line in pins if "==" in line)
     return {
-        "torch": exact["torch"],
-        "torch-npu": exact["torch-npu"],
-        "transformers": exact["transformers"],
+        **{name: exact[name] for name in FROM_VLLM_ASCEND},
         "vllm": stack.PINNED["vllm"],
         "vllm-ascend": stack.PINNED["vllm-ascend"],
         "verl": VERL_PIN,
@@ -108,7 +108,7 @@ def check_version(package: str, found: str | None, expected: str) -> Check:
     )
 
 
-def check_pairing(torch: str | None, torch_npu: str | None) -> Check | None:
+def check_pairing(torch: str | None, torch_npu: str | None, expected: dict[str, str]) -> Check | None:
     """torch_npu ``X.Y.Z[.postN]`` goes with torch ``X.Y.Z``; None when either is missing."""
     if torch is None or torch_npu is None:
         return None
@@ -116,20 +116,21 @@ def check_pairing(torch: str | None, torch_npu: str | None) -> Check | None:
         want, have = Version(torch_npu).release[:3], Version(torch).release[:3]
     except InvalidVersion:
         return Check(False, f"torch-npu {torch_npu} / torch {torch}: not versions")
-    base = ".".join(map(str, want))
-    line = f"torch-npu {torch_npu} is built for torch {base}; installed torch {torch}"
-    return Check(want == have, line if want == have else f"{line}: install torch=={base} or the torch-npu for {torch}")
+    line = f"torch-npu {torch_npu} is built for torch {'.'.join(map(str, want))}; installed torch {torch}"
+    fix = f"install the pair of requirements/npu.txt: torch=={expected['torch']}, torch-npu=={expected['torch-npu']}"
+    return Check(want == have, line if want == have else f"{line}: {fix}")
 
 
 def check_requires(package: str, path: list[str] | None, expected: dict[str, str]) -> list[Check]:
     """An installed vLLM / vllm-ascend whose own exact pins contradict the NPU set (the registry's vLLM
     pins torch 2.11.0; a VLLM_TARGET_DEVICE=empty build pins no torch)."""
     wanted = [f"{name}=={version}" for name, version in expected.items() if name != package]
-    found = []
-    for pin, want in stack.pin_conflicts(wanted, stack.requirements_of(package, path) or []):
-        fix = FIX.get(package, "pip install '{p}=={v}' (requirements/npu.txt)").format(p=package, v=expected[package])
-        found.append(Check(False, f"{package} requires {want}, but the NPU set pins {pin}; {fix}"))
-    return found
+    conflicts = stack.pin_conflicts(wanted, stack.requirements_of(package, path) or [])
+    if not conflicts:
+        return []
+    fix = FIX.get(package, "pip install '{p}=={v}' (requirements/npu.txt)").format(p=package, v=expected[package])
+    theirs, ours = (", ".join(str(pair[i]) for pair in conflicts) for i in (1, 0))
+    return [Check(False, f"{package} requires {theirs}, but the NPU set pins {ours}; {fix}")]
 
 
 def cann_version(environ: Mapping[str, str]) -> tuple[str, Path] | None:
@@ -213,7 +214,7 @@ def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None)
     checks = [check_version(p, found[p], v) for p, v in expected.items()]
     for package in stack.PACKAGES:
         checks += check_requires(package, path, expected) if found[package] else []
-    pairing = check_pairing(found["torch"], found["torch-npu"])
+    pairing = check_pairing(found["torch"], found["torch-npu"], expected)
     checks += [pairing] if pairing else []
     checks.append(check_cann(environ))
     checks += check_names(environ, path)
