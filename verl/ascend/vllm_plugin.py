@@ -151,7 +151,9 @@ def write_arrival_report(directory: str, environ=None) -> dict:
 def register() -> None:
     """vLLM general-plugin entry point (idempotent); off the NPU platform it only writes the
     arrival report that ``VERL_ASCEND_VLLM_ENV_REPORT`` asks for."""
-    report_dir = os.environ.get(REPORT_DIR_ENV)
+    from verl_ascend import envs
+
+    report_dir = envs.raw(REPORT_DIR_ENV)
     if not _on_npu_platform():
         logger.debug("verl.ascend vLLM plugin inactive: not the NPU platform")
         if report_dir:

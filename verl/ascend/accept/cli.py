@@ -123,7 +123,7 @@ def run_checks(args: argparse.Namespace, folder: Path, emulated: bool) -> list[C
         checks[-1].seconds = time.monotonic() - start
         if "trace" in args.checks:
             mc2 = args.tp > 1 and not emulated
-            checks.append(_timed(run_check.trace_check, run_dir, emulated, args.tp, mc2))
+            checks.append(_timed(run_check.trace_check, run_dir, emulated, args.tp, mc2, status == 0))
     return [on_cpu(c) for c in checks] if emulated else checks
 
 

@@ -32,8 +32,8 @@ MC2_ITEM = "mc2_matmul_allreduce"
 
 
 def overrides(folder: Path, emulated: bool, tp: int) -> list[str]:
-    """Hydra overrides of the run: 2 steps, no checkpoint, step 2 profiled, counts into ``folder``."""
-    args = ["trainer.device=npu", f"trainer.total_training_steps={STEPS}", "trainer.save_freq=-1",
+    """Hydra overrides of the run: 2 steps, step 2 profiled, fused-op counts into ``folder``."""
+    args = ["trainer.device=npu", f"trainer.total_training_steps={STEPS}",
             f"+ray_kwargs.ray_init.runtime_env.env_vars.{op_counts.ENV}={folder / 'fused_op_counts'}",
             f"global_profiler.steps=[{PROFILED_STEP}]"]
     if emulated:  # the NPU emulator, verl.cpu's hf rollout server and torch.profiler on the CPU
@@ -41,8 +41,11 @@ def overrides(folder: Path, emulated: bool, tp: int) -> list[str]:
     args += ["actor_rollout_ref.rollout.name=vllm", "+profile=npu_train"]
     if tp > 1:  # mc2 needs a rollout TP > 1: profile the rollout too, and ask for it
         args += [f"trainer.n_gpus_per_node={tp}", f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}",
-                 "+ascend.env.mc2=true", "actor_rollout_ref.rollout.profiler.enable=true",
-                 "+actor_rollout_ref.rollout.profiler.tool_config.npu.discrete=true"]
+                 # 8 prompts x 8 samples over tp data-parallel ranks: micro-batches of one
+                 "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+                 "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+                 "++ascend.env.mc2=true", "actor_rollout_ref.rollout.profiler.enable=true",
+                 "++actor_rollout_ref.rollout.profiler.tool_config.npu.discrete=true"]
     return args
 
 
@@ -106,11 +109,15 @@ def emulator_ranges(paths: list[Path]) -> dict[str, int]:
     return found
 
 
-def trace_check(folder: Path, emulated: bool, tp: int, mc2_requested: bool) -> Check:
+def trace_check(folder: Path, emulated: bool, tp: int, mc2_requested: bool, run_ok: bool = True) -> Check:
     from verl_ascend.report.check import check_traces, find_traces
     from verl_ascend.report.report import build_report
 
     check = Check("trace", f"the profiled step {PROFILED_STEP}: its trace holds the expected kernels")
+    if not run_ok:
+        check.fail(f"no profiled step to read: the dapo run failed (see {folder / 'run.log'})")
+        check.value["traces"] = []
+        return check
     save_path = folder / "profile"
     kinds = ["train", "rollout"] if mc2_requested and not emulated else ["train"]
     for line in check_traces(save_path, PROFILED_STEP, kinds):

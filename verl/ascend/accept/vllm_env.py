@@ -68,17 +68,18 @@ def run(model: Path, folder: Path, tp: int, emulated: bool, timeout_s: float) ->
     expected, env = delivered_env(tp)
     child_env = {**CPU_DEFAULTS, **os.environ, **env, REPORT_DIR_ENV: str(reports_dir)}
     child_env.pop(emulator.ENV_FLAG, None)
-    cmd = [sys.executable, "-m", "verl.ascend.accept.vllm_probe", str(model)]
+    result = folder / "vllm_env.json"
+    cmd = [sys.executable, "-m", "verl.ascend.accept.vllm_probe", str(model), "--result", str(result)]
     with open(folder / "vllm_env.log", "w") as log:
-        proc = subprocess.run(cmd, env=child_env, stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
     reports = read_reports(reports_dir)
     check.value = {"expected": expected, "processes": [{"pid": r["pid"], "ppid": r["ppid"], "argv": r["argv"]}
                                                        for r in reports],
                    "variables_checked": len(expected) * len(reports), "log": str(folder / "vllm_env.log")}
-    if proc.returncode != 0:
-        check.fail(f"the vLLM process exited {proc.returncode}; see {folder / 'vllm_env.log'}")
+    if proc.returncode != 0 or not result.is_file():
+        check.fail(f"the vLLM process exited {proc.returncode} without generating; see {folder / 'vllm_env.log'}")
     else:
-        check.value.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+        check.value.update(json.loads(result.read_text()))
     for line in compare(expected, reports):
         check.fail(line)
     if emulated:

@@ -4,43 +4,38 @@ A patch that is installed but never reached (a model class that upstream swapped
 on every call) looks the same in the fused-op report as one that runs; counting the calls that went
 to the kernel tells them apart. With ``VERL_ASCEND_FUSED_OP_COUNTS=DIR`` in a process's
 environment (the acceptance command puts it into the job's Ray runtime env), the counts are written
-to ``DIR/<pid>.json`` at the first call, at most once a second after it, and at exit; without it
-nothing is counted. While ``torch.compile`` traces a forward, the call is counted once, when traced.
+to ``DIR/<pid>.json`` after every call: Ray ends its workers without running ``atexit``, and the
+acceptance run's tiny model makes a few hundred calls. Without it nothing is counted. While
+``torch.compile`` traces a forward, the call is counted once, when traced.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import time
 from collections import Counter
 from pathlib import Path
 
+from verl_ascend import envs
+
 ENV = "VERL_ASCEND_FUSED_OP_COUNTS"
-FLUSH_EVERY_S = 1.0
 
 _counts: Counter = Counter()
-_state = {"dir": os.environ.get(ENV) or None, "flushed": 0.0}
+_state = {"dir": envs.raw(ENV) or None}
 
 
 def record(op: str) -> None:
     """Count one call of ``op``'s kernel (a no-op unless ``VERL_ASCEND_FUSED_OP_COUNTS`` is set)."""
     if _state["dir"] is None:
         return
-    first = not _counts
     _counts[op] += 1
-    if first:
-        atexit.register(flush)
-    if first or time.monotonic() - _state["flushed"] >= FLUSH_EVERY_S:
-        flush()
+    flush()
 
 
 def flush() -> None:
     directory = _state["dir"]
     if directory is None:
         return
-    _state["flushed"] = time.monotonic()
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{os.getpid()}.json")
     with open(path + ".tmp", "w") as f:
