@@ -84,8 +84,8 @@ def test_fused_ops_pass_with_measured_errors_and_the_skips_marked(tmp_path):
     assert ops["device_only"] and ops["stands_in"]
     # No NPU set on a CPU host: the gate ran, its text is kept, its refusal is marked device-only.
     stack = checks["stack"]
-    assert stack["verdict"] == SKIPPED and stack["value"]["exit_status"] == 1
-    assert any(line.startswith("MISMATCH torch-npu") for line in stack["value"]["lines"])
+    assert stack["verdict"] == SKIPPED and stack["value"]["exit_status"] != 0
+    assert any("torch-npu" in line or "torch_npu" in line for line in stack["value"]["lines"])  # the culprit named
 
 
 def test_an_op_outside_tolerance_fails_the_command(tmp_path, monkeypatch, torch_npu):

@@ -69,7 +69,8 @@ def run(model: Path, folder: Path, tp: int, emulated: bool, timeout_s: float) ->
     child_env = {**CPU_DEFAULTS, **os.environ, **env, REPORT_DIR_ENV: str(reports_dir)}
     child_env.pop(emulator.ENV_FLAG, None)
     result = folder / "vllm_env.json"
-    cmd = [sys.executable, "-m", "verl.ascend.accept.vllm_probe", str(model), "--result", str(result)]
+    cmd = [sys.executable, "-m", "verl.ascend.accept.vllm_probe", str(model), "--result", str(result),
+           "--dtype", "float32" if emulated else "bfloat16"]
     with open(folder / "vllm_env.log", "w") as log:
         proc = subprocess.run(cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
     reports = read_reports(reports_dir)

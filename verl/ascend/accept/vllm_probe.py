@@ -20,10 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", help="a Hugging Face model folder")
     parser.add_argument("--tokens", type=int, default=4)
     parser.add_argument("--result", type=Path, required=True, help="where to write the JSON result")
+    parser.add_argument("--dtype", default="bfloat16", help="float32 on vLLM's CPU build; NPU kernels want half precision")
     args = parser.parse_args(argv)
     from vllm import LLM, SamplingParams
 
-    llm = LLM(model=args.model, enforce_eager=True, max_model_len=64, max_num_seqs=4, dtype="float32",
+    llm = LLM(model=args.model, enforce_eager=True, max_model_len=64, max_num_seqs=4, dtype=args.dtype,
               gpu_memory_utilization=0.5)
     out = llm.generate(["1 2 3 ="], SamplingParams(max_tokens=args.tokens, temperature=0.0, ignore_eos=True))
     args.result.write_text(json.dumps({"generated_tokens": len(out[0].outputs[0].token_ids)}))
