@@ -184,3 +184,14 @@ def test_no_trace_is_read_when_the_dapo_run_failed(tmp_path):
     check = run_check.trace_check(tmp_path, emulated=True, tp=1, mc2_requested=False, run_ok=False)
     assert check.verdict == FAIL
     assert check.detail == [f"no profiled step to read: the dapo run failed (see {tmp_path / 'run.log'})"]
+
+
+def test_a_check_that_crashes_is_a_failed_check_and_the_report_is_still_written(tmp_path, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(ops_check, "run", broken)
+    assert cli.main(["--checks", "stack,fused_ops", "--out", str(tmp_path)]) == 1
+    checks = _report(tmp_path)
+    assert checks["fused_ops"]["verdict"] == FAIL and checks["fused_ops"]["detail"] == ["RuntimeError: device lost"]
+    assert checks["stack"]["verdict"] == SKIPPED  # the other checks still ran and were reported

@@ -77,16 +77,24 @@ def _device(emulated: bool) -> tuple[object, str]:
     return torch_npu, "cpu" if emulated else "npu"
 
 
-def _build_tiny(tiny: Path, timeout_s: float) -> Path:
-    """The recipe's tiny assets (idempotent): a subprocess, as examples/dapo_tiny_cpu.sh builds them."""
-    subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", str(tiny)], check=True,
-                   stdout=subprocess.DEVNULL, timeout=timeout_s)
-    return tiny
+def _build_tiny(tiny: Path, timeout_s: float) -> None:
+    """The recipe's tiny assets (idempotent): a subprocess, as examples/dapo_tiny_cpu.sh builds them.
+    A failure here shows in the checks that need them (no model for vLLM, a refused recipe start)."""
+    try:
+        subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", str(tiny)],
+                       stdout=subprocess.DEVNULL, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        print(f"[verl-ascend accept] building the tiny assets in {tiny} took over {timeout_s:.0f} s", file=sys.stderr)
 
 
-def _timed(fn, *args) -> Check:
+def _timed(check_id: str, fn, *args) -> Check:
+    """``fn(*args)`` timed; a check that crashes (or a launch that times out) is a failed check, named."""
     start = time.monotonic()
-    check = fn(*args)
+    try:
+        check = fn(*args)
+    except Exception as e:
+        check = Check(check_id, f"{check_id}: the check itself failed")
+        check.fail(f"{type(e).__name__}: {e}")
     check.seconds = time.monotonic() - start
     return check
 
@@ -105,25 +113,27 @@ def run_checks(args: argparse.Namespace, folder: Path, emulated: bool) -> list[C
 
     checks: list[Check] = []
     if "stack" in args.checks:
-        checks.append(_timed(stack_check))
+        checks.append(_timed("stack", stack_check))
     if "fused_ops" in args.checks:
-        torch_npu, device = _device(emulated)
-        checks.append(_timed(ops_check.run, torch_npu, device, emulated))
+        checks.append(_timed("fused_ops", lambda: ops_check.run(*_device(emulated), emulated)))
     tiny = Path(args.tiny_dir).expanduser()
     if {"vllm_env", "dapo"} & set(args.checks):
         _build_tiny(tiny, args.timeout)
     if "vllm_env" in args.checks:
-        checks.append(_timed(vllm_env.run, tiny / "model", folder, args.tp, emulated, args.timeout))
+        checks.append(_timed("vllm_env", vllm_env.run, tiny / "model", folder, args.tp, emulated, args.timeout))
     if "dapo" in args.checks:
         run_dir = folder / "dapo"
         run_dir.mkdir()
-        start = time.monotonic()
-        status = run_check.launch(run_dir, tiny, emulated, args.tp, args.timeout).returncode
-        checks.append(run_check.dapo_check(run_dir, status, emulated))
-        checks[-1].seconds = time.monotonic() - start
+        status = {}
+
+        def dapo() -> Check:
+            status["code"] = run_check.launch(run_dir, tiny, emulated, args.tp, args.timeout).returncode
+            return run_check.dapo_check(run_dir, status["code"], emulated)
+
+        checks.append(_timed("dapo", dapo))
         if "trace" in args.checks:
             mc2 = args.tp > 1 and not emulated
-            checks.append(_timed(run_check.trace_check, run_dir, emulated, args.tp, mc2, status == 0))
+            checks.append(_timed("trace", run_check.trace_check, run_dir, emulated, args.tp, mc2, status.get("code") == 0))
     return [on_cpu(c) for c in checks] if emulated else checks
 
 
