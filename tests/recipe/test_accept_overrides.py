@@ -24,3 +24,6 @@ def test_device_overrides_compose_and_the_doctor_accepts_them(tp, tmp_path, tiny
     mc2 = "actor_rollout_ref.rollout -> vllm.additional_config.enable_matmul_allreduce: true" in out.getvalue()
     assert mc2 == (tp > 1)
     assert config.actor_rollout_ref.rollout.profiler.enable == (tp > 1)
+    if tp > 1:  # the replica owning rank 0 traces its engine, in discrete mode (or upstream records nothing)
+        assert list(config.actor_rollout_ref.rollout.profiler.ranks) == [0]
+        assert config.actor_rollout_ref.rollout.profiler.tool_config.npu.discrete is True

@@ -45,7 +45,8 @@ def overrides(folder: Path, emulated: bool, tp: int) -> list[str]:
                  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
                  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
                  "++ascend.env.mc2=true", "actor_rollout_ref.rollout.profiler.enable=true",
-                 "++actor_rollout_ref.rollout.profiler.tool_config.npu.discrete=true"]
+                 "++actor_rollout_ref.rollout.profiler.tool_config.npu.discrete=true",
+                 "++actor_rollout_ref.rollout.profiler.ranks=[0]"]
     return args
 
 
