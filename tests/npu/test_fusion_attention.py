@@ -12,6 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from verl.ascend.ops.limits import OP_TOLERANCES
+
 MASK = torch.triu(torch.ones(2048, 2048), diagonal=1).bool()  # the compressed causal mask
 
 
@@ -35,8 +37,7 @@ def sdpa(q, k, v, causal=False, bottom_right=False, scale=None):
 
 
 def check(out, ref, dtype):
-    tol = 1e-5 if dtype == torch.float32 else 2.0**-7
-    atol = 1e-5 if dtype == torch.float32 else 1e-2
+    tol, atol = OP_TOLERANCES["npu_fusion_attention"][str(dtype).removeprefix("torch.")]
     torch.testing.assert_close(out.detach().cpu().double(), ref, rtol=tol, atol=atol)
 
 

@@ -11,6 +11,11 @@ them, including the ones verl's rollout servers spawn. On the NPU platform it:
 2. **checks vllm-ascend's worker patches** are in place before the first vLLM model module loads
    in a worker process (an import observer that only looks; it imports nothing).
 
+With ``VERL_ASCEND_VLLM_ENV_REPORT=DIR`` (set by the acceptance command, ``python -m
+verl.ascend.accept``) it also writes, in every vLLM process on any platform, ``DIR/<pid>.json``:
+the profile variables as this process received them and the arrival check's verdict, so the
+value is read where vLLM consumes it, not where the profile set it.
+
 There used to be an import-order hook here that imported the worker patches itself, for
 vllm-ascend 0.10.0rc1-0.11.x (worker patches rebinding names at import). Every supported release
 (0.23.0 and later, see ``verl/ascend/stack_snapshots/``) chooses mc2 when the layer is built
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -35,6 +41,7 @@ MODELS_PACKAGE = "vllm.model_executor.models"
 # Helper modules of the models package (imported by its __init__): not model definitions.
 MODELS_HELPERS = frozenset({"registry", "interfaces", "interfaces_base", "utils", "adapters", "module_mapping"})
 LAZY_READ_PREFIX = "VLLM_ASCEND_"
+REPORT_DIR_ENV = "VERL_ASCEND_VLLM_ENV_REPORT"
 
 
 def _on_npu_platform() -> bool:
@@ -124,10 +131,36 @@ def remove_observer() -> None:
         sys.meta_path.remove(_observer)
 
 
+def write_arrival_report(directory: str, environ=None) -> dict:
+    """Run the arrival check here and write ``directory/<pid>.json``: what this process received."""
+    from verl.ascend.env_profile import PROFILE_ENV, rollout_env_from_environ
+
+    env = os.environ if environ is None else environ
+    names = sorted(rollout_env_from_environ(env)) + [PROFILE_ENV]
+    received = {name: env.get(name) for name in names}  # before the check fills anything in
+    record = {"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[:2], "received": received,
+              **check_env_arrival(env)}
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{os.getpid()}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f, sort_keys=True)
+    os.replace(path + ".tmp", path)
+    return record
+
+
 def register() -> None:
-    """vLLM general-plugin entry point (idempotent); does nothing off the NPU platform."""
+    """vLLM general-plugin entry point (idempotent); off the NPU platform it only writes the
+    arrival report that ``VERL_ASCEND_VLLM_ENV_REPORT`` asks for."""
+    from verl_ascend import envs
+
+    report_dir = envs.raw(REPORT_DIR_ENV)
     if not _on_npu_platform():
         logger.debug("verl.ascend vLLM plugin inactive: not the NPU platform")
+        if report_dir:
+            write_arrival_report(report_dir)
         return
-    check_env_arrival()
+    if report_dir:
+        write_arrival_report(report_dir)
+    else:
+        check_env_arrival()
     install_observer()

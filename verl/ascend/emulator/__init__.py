@@ -8,7 +8,9 @@ a normal CPU run (variable unset) nothing here is touched and the CPU platform i
 What ``install()`` provides:
 - ``sys.modules["torch_npu"]``: a stand-in module whose fused ops follow the documented
   numerics (:mod:`verl.ascend.emulator.fused_ops`), plus ``torch_npu.npu`` (device namespace)
-  and ``torch_npu.npu.mstx`` (no-op markers);
+  and ``torch_npu.npu.mstx`` (no-op markers). Each op call is a profiler range named
+  ``TRACE_PREFIX + op`` (e.g. ``verl_ascend.emulator::npu_rms_norm``): a CPU trace has no device
+  kernels, so these ranges are what stands in for RmsNorm/SwiGlu/RotaryMul in a CPU run's trace;
 - ``torch.npu``: a CPU-backed device namespace (:mod:`verl.ascend.emulator.device`), so that
   upstream's ``PlatformNPU`` detection and device calls work; tensors stay on the CPU.
 
@@ -27,6 +29,7 @@ import types
 
 ENV_FLAG = "VERL_ASCEND_NPU_EMULATOR"
 STANDIN_VERSION = "0.0.0+verl.ascend.emulator"
+TRACE_PREFIX = "verl_ascend.emulator::"
 
 _saved: dict[str, object] = {}
 
@@ -61,6 +64,22 @@ def real_torch_npu_importable() -> bool:
     return True
 
 
+def _traced(name: str, fn):
+    """``fn`` inside a profiler range named after the op (visible in torch.profiler traces)."""
+    import functools
+
+    import torch
+
+    label = TRACE_PREFIX + name
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        with torch.profiler.record_function(label):
+            return fn(*args, **kwargs)
+
+    return op
+
+
 def _build_torch_npu(npu_namespace: types.ModuleType) -> types.ModuleType:
     from verl.ascend.emulator import fused_ops
 
@@ -70,7 +89,7 @@ def _build_torch_npu(npu_namespace: types.ModuleType) -> types.ModuleType:
     mod.__version__ = STANDIN_VERSION
     mod.__verl_ascend_emulator__ = True
     for name, fn in fused_ops.FUSED_OPS.items():
-        setattr(mod, name, fn)
+        setattr(mod, name, _traced(name, fn))
     mod.npu = npu_namespace
     return mod
 

@@ -18,6 +18,7 @@ import sys
 
 import torch
 
+from verl.ascend.ops import counts
 from verl.ascend.ops.limits import ROTARY_MAX_HEAD_DIM
 
 SILU_NAMES = ("silu", "swish")
@@ -48,6 +49,7 @@ def make_rms_norm_forward(original, eps_attr: str = "variance_epsilon"):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         weight = self.weight
         out_dtype = torch.promote_types(hidden_states.dtype, weight.dtype)
+        counts.record("rms_norm")
         y, _ = _torch_npu().npu_rms_norm(
             hidden_states.to(out_dtype), weight.to(out_dtype), epsilon=getattr(self, eps_attr)
         )
@@ -70,6 +72,7 @@ def make_swiglu_forward(original):
         if not _is_silu(self):
             return original(self, x)
         gate_up = torch.cat((self.gate_proj(x), self.up_proj(x)), dim=-1)
+        counts.record("swiglu")
         return self.down_proj(_torch_npu().npu_swiglu(gate_up, dim=-1))
 
     return _mark(forward, "swiglu", original)
@@ -95,6 +98,7 @@ def make_apply_rotary_pos_emb(original):
         ):
             return original(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
         npu = _torch_npu()
+        counts.record("rotary_mul")
         cos = cos.unsqueeze(unsqueeze_dim)
         sin = sin.unsqueeze(unsqueeze_dim)
         q_embed = npu.npu_rotary_mul(q, cos.to(q.dtype), sin.to(q.dtype))

@@ -1,0 +1,197 @@
+"""The acceptance command's fast parts (``python -m verl.ascend.accept``): report, exit codes, failing checks.
+
+The whole command (a real vLLM process and a 2-step DAPO) runs in tests/npu/test_accept_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from verl.ascend.accept import cli, ops_check, run_check, vllm_env
+from verl.ascend.accept.report import FAIL, PASS, SKIPPED, Check, exit_code, write_report
+
+
+def test_report_lists_each_check_with_value_verdict_and_skips(tmp_path):
+    checks = [Check("a", "first", value={"err": 0.123456789}),
+              Check("b", "second", verdict=SKIPPED, device_only=["kernels"], stands_in=["emulator"]),
+              Check("c", "third", verdict=FAIL, detail=["op x outside tolerance"])]
+    json_path, text_path, text = write_report(tmp_path, checks, {"host": "h", "mode": "m", "started": "t"})
+    data = json.loads(json_path.read_text())
+    assert data["verdict"] == FAIL
+    assert [(c["id"], c["verdict"]) for c in data["checks"]] == [("a", PASS), ("b", SKIPPED), ("c", FAIL)]
+    assert data["checks"][0]["value"] == {"err": 0.123456789}  # JSON keeps the number whole
+    assert data["checks"][1]["device_only"] == ["kernels"] and data["checks"][1]["stands_in"] == ["emulator"]
+    assert text_path.read_text() == text
+    assert "err: 0.123" in text and "device-only, skipped here: kernels" in text and "stands in here: emulator" in text
+    assert text.rstrip().endswith("acceptance: FAILED (c)")
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_exit_code_fails_only_on_a_failed_check():
+    assert exit_code([Check("a", "x"), Check("b", "y", verdict=SKIPPED)]) == 0
+    assert exit_code([Check("a", "x"), Check("b", "y", verdict=FAIL)]) == 1
+    with pytest.raises(ValueError, match="verdict 'ok' is not one of pass, FAIL, skipped"):
+        Check("a", "x", verdict="ok")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--checks", "fused_ops,nope"], "unknown check(s) nope; accepted: stack, fused_ops, vllm_env, dapo, trace"),
+    (["--checks", "trace"], "trace reads the profiled step of the dapo run; add dapo"),
+    (["--tp", "0"], "--tp 0: the rollout TP is a positive integer"),
+])
+def test_bad_options_exit_2_naming_the_option(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unwritable_report_folder_exits_2_and_writes_nothing(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me")
+    assert cli.main(["--checks", "fused_ops", "--out", str(blocker / "report")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {blocker / 'report'}: the report folder cannot be written" in err
+    assert blocker.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_a_folder_holding_an_earlier_run_is_refused(tmp_path, capsys):
+    (tmp_path / "dapo").mkdir()
+    assert cli.main(["--checks", "dapo", "--out", str(tmp_path)]) == 2
+    assert "it already holds an acceptance run (dapo/); give a new folder" in capsys.readouterr().err
+
+
+def _report(folder):
+    return {c["id"]: c for c in json.loads((folder / "accept.json").read_text())["checks"]}
+
+
+def test_fused_ops_pass_with_measured_errors_and_the_skips_marked(tmp_path):
+    assert cli.main(["--checks", "stack,fused_ops", "--out", str(tmp_path)]) == 0
+    checks = _report(tmp_path)
+    ops = checks["fused_ops"]
+    assert ops["verdict"] == PASS
+    for op, dtypes in ops_check.DTYPES.items():
+        for dtype in dtypes:
+            measured = ops["value"][op][dtype]
+            assert 0 <= measured["margin"] <= 1 and measured["max_abs_err"] >= 0
+    # Half precision rounds once: about half of the two-rounding tolerance, never zero.
+    assert 0.2 < ops["value"]["npu_rms_norm"]["bfloat16"]["margin"] < 0.8
+    assert ops["device_only"] and ops["stands_in"]
+    # No NPU set on a CPU host: the gate ran, its text is kept, its refusal is marked device-only.
+    stack = checks["stack"]
+    assert stack["verdict"] == SKIPPED and stack["value"]["exit_status"] != 0
+    assert any("torch-npu" in line or "torch_npu" in line for line in stack["value"]["lines"])  # the culprit named
+
+
+def test_an_op_outside_tolerance_fails_the_command(tmp_path, monkeypatch, torch_npu):
+    real = torch_npu.npu_swiglu
+    monkeypatch.setattr(torch_npu, "npu_swiglu", lambda x, dim=-1: real(x, dim=dim) * 1.01)
+    assert cli.main(["--checks", "fused_ops", "--out", str(tmp_path)]) == 1
+    ops = _report(tmp_path)["fused_ops"]
+    assert ops["verdict"] == FAIL
+    assert any(line.startswith("npu_swiglu float32: max error") for line in ops["detail"])
+    assert ops["value"]["npu_rms_norm"]["float32"]["margin"] == 0.0  # the other ops still pass
+    assert "acceptance: FAILED (fused_ops)" in (tmp_path / "accept.txt").read_text()
+
+
+def test_a_refusing_kernel_fails_naming_op_and_dtype(tmp_path, monkeypatch, torch_npu):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("EZ9999 kernel not supported")
+
+    monkeypatch.setattr(torch_npu, "npu_rotary_mul", refuse)
+    check = ops_check.run(torch_npu, "cpu", emulated=True)
+    assert check.verdict == FAIL
+    assert "npu_rotary_mul bfloat16: RuntimeError: EZ9999 kernel not supported" in check.detail
+
+
+def test_the_vllm_plugin_reports_what_arrived_and_a_doctored_value_fails(tmp_path):
+    from verl.ascend.vllm_plugin import write_arrival_report
+
+    expected, delivered = vllm_env.delivered_env(tp=1)
+    assert expected["VERL_PLATFORM"] == "huawei" and expected["CPU_AFFINITY_CONF"] == "0"  # the rollout role
+    assert "VERL_ASCEND_NPU_EMULATOR" not in expected  # vLLM runs as itself, never under the emulator
+    good = write_arrival_report(str(tmp_path / "good"), environ=dict(delivered))
+    assert good["received"]["TASK_QUEUE_ENABLE"] == expected["TASK_QUEUE_ENABLE"]
+    assert vllm_env.compare(expected, vllm_env.read_reports(tmp_path / "good")) == []
+    doctored = {**delivered, "TASK_QUEUE_ENABLE": "0"}
+    doctored.pop("HCCL_CONNECT_TIMEOUT")
+    write_arrival_report(str(tmp_path / "bad"), environ=doctored)
+    problems = vllm_env.compare(expected, vllm_env.read_reports(tmp_path / "bad"))
+    pid = os.getpid()
+    assert problems == [f"vLLM process {pid}: HCCL_CONNECT_TIMEOUT did not arrive (profile: 1800)",
+                        f"vLLM process {pid}: TASK_QUEUE_ENABLE=0 arrived, the profile emitted "
+                        f"{expected['TASK_QUEUE_ENABLE']}"]
+    assert vllm_env.compare(expected, []) == [
+        "no vLLM process wrote an arrival report: the general plugin verl_ascend_env_check did not run"]
+
+
+def test_fused_op_counts_are_written_per_process_and_summed(tmp_path, monkeypatch):
+    from verl.ascend.ops import counts
+
+    monkeypatch.setattr(counts, "_counts", counts.Counter())
+    monkeypatch.setitem(counts._state, "dir", str(tmp_path))
+    for op in ("rms_norm", "rms_norm", "swiglu"):
+        counts.record(op)  # each call is on disk at once: Ray ends workers without atexit
+    assert counts.read(tmp_path) == {str(os.getpid()): {"rms_norm": 2, "swiglu": 1}}
+    monkeypatch.setitem(counts._state, "dir", None)
+    counts.record("rotary_mul")  # unset: nothing is counted
+    assert "rotary_mul" not in counts._counts
+
+
+def test_patched_forwards_count_their_kernel_calls(tmp_path, monkeypatch):
+    from tests.npu import tiny_models as tm
+    from verl.ascend.ops import apply_fused_ops, counts
+
+    monkeypatch.setattr(counts, "_counts", counts.Counter())
+    monkeypatch.setitem(counts._state, "dir", str(tmp_path))
+    apply_fused_ops("qwen2")
+    model = tm.build("qwen2")
+    model(input_ids=tm.batch()[0])
+    layers = model.config.num_hidden_layers
+    assert dict(counts._counts) == {"rms_norm": 2 * layers + 1, "swiglu": layers, "rotary_mul": layers}
+
+
+def test_emulator_ops_leave_named_ranges_in_a_cpu_trace(tmp_path, torch_npu):
+    x = torch.randn(2, 4, 8)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch_npu.npu_rms_norm(x, torch.ones(8))
+        torch_npu.npu_swiglu(x)
+        torch_npu.npu_swiglu(x)
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    assert run_check.emulator_ranges([tmp_path / "trace.json"]) == {"npu_rms_norm": 1, "npu_swiglu": 2}
+
+
+def test_dapo_check_needs_both_steps_and_every_fused_kernel(tmp_path):
+    metrics = tmp_path / run_check.EXPERIMENT / "metrics.jsonl"
+    metrics.parent.mkdir()
+    metrics.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5, "timing_s/step": 3.0}}) + "\n")
+    (tmp_path / "fused_op_counts").mkdir()
+    (tmp_path / "fused_op_counts" / "7.json").write_text(json.dumps({"pid": 7, "counts": {"rms_norm": 5, "swiglu": 2}}))
+    check = run_check.dapo_check(tmp_path, 0, emulated=True)
+    assert check.verdict == FAIL
+    assert check.value["fused_kernel_calls"] == {"rms_norm": 5, "swiglu": 2, "rotary_mul": 0}
+    assert check.detail == [
+        f"no metrics for step(s) [2] in {metrics}",
+        "the fused rotary_mul forward never ran its kernel torch_npu.npu_rotary_mul in any training process"]
+
+
+def test_no_trace_is_read_when_the_dapo_run_failed(tmp_path):
+    check = run_check.trace_check(tmp_path, emulated=True, tp=1, mc2_requested=False, run_ok=False)
+    assert check.verdict == FAIL
+    assert check.detail == [f"no profiled step to read: the dapo run failed (see {tmp_path / 'run.log'})"]
+
+
+def test_a_check_that_crashes_is_a_failed_check_and_the_report_is_still_written(tmp_path, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(ops_check, "run", broken)
+    assert cli.main(["--checks", "stack,fused_ops", "--out", str(tmp_path)]) == 1
+    checks = _report(tmp_path)
+    assert checks["fused_ops"]["verdict"] == FAIL and checks["fused_ops"]["detail"] == ["RuntimeError: device lost"]
+    assert checks["stack"]["verdict"] == SKIPPED  # the other checks still ran and were reported
