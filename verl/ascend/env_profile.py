@@ -259,15 +259,14 @@ def _host_cpu(raw: Any, errors: list[EnvConflictError]) -> tuple[str, str]:
     processes that run on the NPU nodes, so auto is right when the driver runs on one of them (the
     documented launch from the Ray head node); a driver on another kind of host must declare it.
     """
-    value = str(raw).strip().lower()
+    value, here = str(raw).strip().lower(), platform.machine().lower()
     if value == "auto":
-        return platform.machine().lower(), "ascend.env.host_cpu=auto: platform.machine() of the process resolving the profile"
+        return here, "ascend.env.host_cpu=auto: platform.machine() of the process resolving the profile"
     if value in HOST_CPUS:
         return value, f"declared: ascend.env.host_cpu={value}"
-    errors.append(
-        EnvConflictError("invalid_value", ("ascend.env.host_cpu",), f"{raw!r} is not accepted; accepted: {', '.join(HOST_CPUS)}")
-    )
-    return platform.machine().lower(), "ascend.env.host_cpu invalid, platform.machine() used"
+    accepted = ", ".join(HOST_CPUS)
+    errors.append(EnvConflictError("invalid_value", ("ascend.env.host_cpu",), f"{raw!r} is not accepted; accepted: {accepted}"))
+    return here, "ascend.env.host_cpu invalid, platform.machine() used"
 
 
 def is_arm_cpu(arch: str) -> bool:
