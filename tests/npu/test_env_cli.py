@@ -62,9 +62,10 @@ def test_roles_that_differ_get_one_line_each(clean_env, capsys):
 
 
 def test_json_output(clean_env, capsys):
-    assert main(["--json", f"{EAGER}=True"]) == 0
+    assert main(["--json", f"{EAGER}=True", "+ascend.env.host_cpu=x86_64"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["settings"]["train"]["TASK_QUEUE_ENABLE"]["value"] == "2"
+    assert data["host_cpu"] == "x86_64" and data["settings"]["rollout"]["CPU_AFFINITY_CONF"]["value"] == "1"
 
 
 def test_unknown_config_name_lists_the_available_ones(clean_env, capsys):

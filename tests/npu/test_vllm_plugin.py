@@ -172,3 +172,16 @@ def test_host_cpu_check_is_silent_for_a_profile_without_it(caplog):
     with caplog.at_level(logging.INFO, logger="verl.ascend.vllm_plugin"):
         assert vllm_plugin.check_host_cpu({PROFILE_ENV: json.dumps(PROFILE)}, machine="x86_64") is True
     assert not [r for r in caplog.records if "host check" in r.getMessage()]
+
+
+def test_host_cpu_check_runs_in_a_fresh_vllm_process(tmp_path):
+    """Through the entry point: a profile resolved for the other kind of CPU than this host's is reported."""
+    import platform
+
+    from verl.ascend.env_profile import is_arm_cpu
+
+    other = "x86_64" if is_arm_cpu(platform.machine()) else "aarch64"
+    profile = {**PROFILE, "rollout": {"CPU_AFFINITY_CONF": "0"}, "host_cpu": other}
+    result, _order = run_vllm_process(tmp_path, {PROFILE_ENV: json.dumps(profile), "CPU_AFFINITY_CONF": "0"})
+    (line,) = [ln for ln in result.stderr.splitlines() if "verl.ascend host check" in ln]
+    assert f"resolved for host CPU {other}" in line and "WARNING" in line

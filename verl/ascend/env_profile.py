@@ -141,6 +141,7 @@ class EnvProfile:
         return {
             "settings": {role: {k: asdict(s) for k, s in self.settings[role].items()} for role in ROLES},
             "warnings": list(self.warnings),
+            "host_cpu": self.host_cpu,
         }
 
     def lines(self) -> list[str]:
