@@ -93,7 +93,7 @@ def test_dry_run_prints_the_rollout_binding_for_the_host_cpu(clean_env, host, ro
     from recipe.dapo_ascend import dry_run
     from recipe.dapo_ascend.config_utils import compose
 
-    config = compose("dapo_qwen25_32b_npu", [f"+ascend.env.host_cpu={host}"])
+    config = compose("dapo_qwen25_32b_npu", [f"ascend.env.host_cpu={host}"])
     out = io.StringIO()
     dry_run.main(config, environ={}, out=out)
     text = out.getvalue()
@@ -110,7 +110,7 @@ def test_doctor_warns_about_an_unbound_rollout_on_x86(clean_env):
     from recipe.dapo_ascend import dry_run
     from recipe.dapo_ascend.config_utils import compose
 
-    config = compose("dapo_qwen25_32b_npu", ["+ascend.env.host_cpu=x86_64", "+ascend.env.overrides.CPU_AFFINITY_CONF=0"])
+    config = compose("dapo_qwen25_32b_npu", ["ascend.env.host_cpu=x86_64", "+ascend.env.overrides.CPU_AFFINITY_CONF=0"])
     out = io.StringIO()
     dry_run.main(config, environ={}, out=out)
     doctor = out.getvalue().split("# ===== config doctor =====", 1)[1]
