@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -160,7 +161,7 @@ def parse_report(report: dict) -> dict[str, dict]:
         url = (item.get("download_info") or {}).get("url", "")
         out[re.sub(r"[-_.]+", "-", meta["name"]).lower()] = {
             "version": meta["version"],
-            "file": url.rsplit("/", 1)[-1],
+            "file": urllib.parse.unquote(url.rsplit("/", 1)[-1]),
             "requested": bool(item.get("requested")),
         }
     return dict(sorted(out.items()))

@@ -92,6 +92,12 @@ def test_the_report_lists_what_would_be_installed_with_its_wheel(check):
     assert "vllm" not in packages  # left out: source-built
 
 
+def test_x86_report_names_the_torch_stand_in_unquoted(check):
+    packages = check.parse_report(json.loads((CAPTURE / "x86_64.npu.round4.report.json").read_text()))
+    assert packages["torch"] == {"version": "2.10.0+cpu", "file": "torch-2.10.0+cpu-py3-none-any.whl", "requested": True}
+    assert packages["vllm-ascend"]["file"] == "vllm_ascend-0.23.0-cp311-cp311-manylinux_2_34_x86_64.whl"
+
+
 def test_platform_tags_run_from_glibc_2_34_down(check):
     tags = check.platform_tags("aarch64")
     assert tags[0] == "manylinux_2_34_aarch64" and tags[-1] == "manylinux2014_aarch64"
