@@ -52,7 +52,8 @@ def test_a_violated_rule_exits_nonzero_naming_both(clean_env, capsys):
 
 
 def test_roles_that_differ_get_one_line_each(clean_env, capsys):
-    assert main(["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=8"]) == 0
+    overrides = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=8"]
+    assert main([*overrides, "+ascend.env.host_cpu=aarch64"]) == 0
     out = capsys.readouterr().out
     affinity = lines_for(out, "CPU_AFFINITY_CONF")
     assert [line.split("  # ")[0] for line in affinity] == ["CPU_AFFINITY_CONF=1", "CPU_AFFINITY_CONF=0"]
@@ -61,9 +62,10 @@ def test_roles_that_differ_get_one_line_each(clean_env, capsys):
 
 
 def test_json_output(clean_env, capsys):
-    assert main(["--json", f"{EAGER}=True"]) == 0
+    assert main(["--json", f"{EAGER}=True", "+ascend.env.host_cpu=x86_64"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["settings"]["train"]["TASK_QUEUE_ENABLE"]["value"] == "2"
+    assert data["host_cpu"] == "x86_64" and data["settings"]["rollout"]["CPU_AFFINITY_CONF"]["value"] == "1"
 
 
 def test_unknown_config_name_lists_the_available_ones(clean_env, capsys):
@@ -81,3 +83,36 @@ def test_bad_value_exits_1_naming_the_key(clean_env, capsys):
     assert main(["+ascend.env.mc2=maybe"]) == 1
     err = capsys.readouterr().err
     assert "ascend.env.mc2" in err and "accepted" in err
+
+
+@pytest.mark.parametrize(("host", "rollout_line"), [("x86_64", "CPU_AFFINITY_CONF=1"), ("aarch64", "CPU_AFFINITY_CONF=0")])
+def test_dry_run_prints_the_rollout_binding_for_the_host_cpu(clean_env, host, rollout_line):
+    """DRY_RUN's env section (recipe.dapo_ascend.dry_run): the rollout role's line carries the evidence."""
+    import io
+
+    from recipe.dapo_ascend import dry_run
+    from recipe.dapo_ascend.config_utils import compose
+
+    config = compose("dapo_qwen25_32b_npu", [f"ascend.env.host_cpu={host}"])
+    out = io.StringIO()
+    dry_run.main(config, environ={}, out=out)
+    text = out.getvalue()
+    rollout = text.split("# --- role rollout", 1)[1].split("# =====", 1)[0]
+    (line,) = lines_for(rollout, "CPU_AFFINITY_CONF")
+    assert line.startswith(rollout_line + "  # ")
+    assert ("cpu_binding.py:801-804" in line) is (host == "x86_64") and f"host CPU {host}" in line
+    assert "rollout_cpus_unbound" not in text
+
+
+def test_doctor_warns_about_an_unbound_rollout_on_x86(clean_env):
+    import io
+
+    from recipe.dapo_ascend import dry_run
+    from recipe.dapo_ascend.config_utils import compose
+
+    config = compose("dapo_qwen25_32b_npu", ["ascend.env.host_cpu=x86_64", "+ascend.env.overrides.CPU_AFFINITY_CONF=0"])
+    out = io.StringIO()
+    dry_run.main(config, environ={}, out=out)
+    doctor = out.getvalue().split("# ===== config doctor =====", 1)[1]
+    (finding,) = [line for line in doctor.splitlines() if "rollout_cpus_unbound" in line]
+    assert "CPU_AFFINITY_CONF=0 in rollout" in finding and "ascend.env.host_cpu" in finding

@@ -179,11 +179,72 @@ def test_deprecated_vllm_ascend_variable_names_its_additional_config_key(make):
     assert errors == [] and "additional_config.enable_flashcomm1" in warning
 
 
-def test_cpu_affinity_differs_per_role(make):
-    profile = resolve_env_profile(make(), environ={})
+def test_cpu_affinity_differs_per_role_on_an_arm_host(make):
+    profile = resolve_env_profile(make(**{"ascend.env.host_cpu": "aarch64"}), environ={})
     assert profile.env("train")["CPU_AFFINITY_CONF"] == "1"
     assert profile.rollout_env_vars()["CPU_AFFINITY_CONF"] == "0"
     assert profile.reason("CPU_AFFINITY_CONF", "train") != profile.reason("CPU_AFFINITY_CONF", "rollout")
+
+
+# --------------------------------------------------------------------------- rollout CPU binding by host CPU
+
+BIND = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config.enable_cpu_binding"
+
+
+@pytest.mark.parametrize(
+    ("host", "rollout", "evidence"),
+    [("aarch64", "0", "worker/worker.py:779-781"), ("x86_64", "1", "vllm_ascend/cpu_binding.py:801-804")],
+)
+def test_rollout_binding_follows_the_declared_host_cpu_where_the_server_gets_it(make, monkeypatch, host, rollout, evidence):
+    """The value the rollout server actor is created with (the platform's rollout_env_vars), per host CPU."""
+    from verl.plugin.platform import get_platform
+
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    cfg = make(**{ENGINE: "vllm", "ascend.env.host_cpu": host})
+    profile = apply_to_config(cfg, environ={})
+    assert get_platform().rollout_env_vars()["CPU_AFFINITY_CONF"] == rollout
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars["CPU_AFFINITY_CONF"] == "1"  # training binds either way
+    reason = profile.reason("CPU_AFFINITY_CONF", "rollout")
+    assert evidence in reason and f"host CPU {host} (declared: ascend.env.host_cpu={host})" in reason
+    assert json.loads(cfg.ray_kwargs.ray_init.runtime_env.env_vars[PROFILE_ENV])["host_cpu"] == host
+
+
+@pytest.mark.parametrize(("machine", "rollout"), [("aarch64", "0"), ("arm64", "0"), ("x86_64", "1"), ("AMD64", "1")])
+def test_auto_reads_the_cpu_of_the_resolving_process(make, monkeypatch, machine, rollout):
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    profile = resolve_env_profile(make(**{ENGINE: "vllm"}), environ={})
+    assert profile.rollout_env_vars()["CPU_AFFINITY_CONF"] == rollout
+    assert f"host CPU {machine.lower()} (ascend.env.host_cpu=auto: platform.machine()" in profile.reason(
+        "CPU_AFFINITY_CONF", "rollout"
+    )
+
+
+def test_arm_host_with_vllm_ascend_binding_off_binds_through_torch_npu(make):
+    profile = resolve_env_profile(make(**{ENGINE: "vllm", "ascend.env.host_cpu": "aarch64", BIND: False}), environ={})
+    assert profile.rollout_env_vars()["CPU_AFFINITY_CONF"] == "1"
+    assert "enable_cpu_binding=false" in profile.reason("CPU_AFFINITY_CONF", "rollout")
+
+
+def test_non_vllm_rollout_binds_through_torch_npu_on_any_host(make):
+    profile = resolve_env_profile(make(**{ENGINE: "sglang", "ascend.env.host_cpu": "aarch64"}), environ={})
+    assert profile.rollout_env_vars()["CPU_AFFINITY_CONF"] == "1"
+
+
+def test_unknown_host_cpu_is_refused_naming_the_key(make):
+    _profile, errors = evaluate_env_profile(make(**{"ascend.env.host_cpu": "riscv64"}), environ={})
+    (error,) = errors
+    assert error.rule == "invalid_value" and error.keys == ("ascend.env.host_cpu",)
+    assert "'riscv64'" in str(error) and "auto, aarch64, x86_64" in str(error)
+
+
+@pytest.mark.parametrize(("host", "warned"), [("x86_64", True), ("aarch64", False)])
+def test_explicit_unbound_rollout_is_warned_where_nobody_binds(make, host, warned):
+    cfg = make(**{ENGINE: "vllm", "ascend.env.host_cpu": host})
+    profile, errors = evaluate_env_profile(cfg, environ={"CPU_AFFINITY_CONF": "0"})
+    assert errors == [] and profile.rollout_env_vars()["CPU_AFFINITY_CONF"] == "0"
+    assert any(w.startswith("[rollout_cpus_unbound]") for w in profile.warnings) is warned
 
 
 def test_device_npu_pins_the_platform(make):
@@ -342,7 +403,7 @@ def test_platform_serves_the_rollout_role(make, monkeypatch):
     from verl.plugin.platform import get_platform
 
     monkeypatch.delenv(PROFILE_ENV, raising=False)
-    apply_to_config(make(**{ENGINE: "vllm", TP: 8, "ascend.env.mc2": False}), environ={})
+    apply_to_config(make(**{ENGINE: "vllm", TP: 8, "ascend.env.mc2": False, "ascend.env.host_cpu": "aarch64"}), environ={})
     env = get_platform().rollout_env_vars()
     assert env["HCCL_OP_EXPANSION_MODE"] == "AIV" and env["CPU_AFFINITY_CONF"] == "0"
     assert env["NCCL_CUMEM_ENABLE"] == "0"  # upstream PlatformNPU's own variables are kept

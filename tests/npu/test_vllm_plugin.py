@@ -151,3 +151,37 @@ def test_inactive_on_other_platforms(fake_vllm, caplog):
 def test_inactive_without_vllm_ascend():
     assert importlib.util.find_spec("vllm_ascend") is None
     assert vllm_plugin._on_npu_platform() is False
+
+
+@pytest.mark.parametrize(("resolved_for", "here", "ok"), [("aarch64", "x86_64", False), ("x86_64", "aarch64", False),
+                                                          ("aarch64", "arm64", True), ("x86_64", "x86_64", True)])
+def test_host_cpu_check_in_the_vllm_process(caplog, resolved_for, here, ok):
+    """The rollout binding was chosen for the declared host CPU; a vLLM process on the other kind says so."""
+    rollout = {"CPU_AFFINITY_CONF": "0" if resolved_for == "aarch64" else "1"}
+    environ = {PROFILE_ENV: json.dumps({**PROFILE, "rollout": rollout, "host_cpu": resolved_for})}
+    with caplog.at_level(logging.INFO, logger="verl.ascend.vllm_plugin"):
+        assert vllm_plugin.check_host_cpu(environ, machine=here) is ok
+    warnings = [r.getMessage() for r in caplog.records if "host check" in r.getMessage()]
+    assert len(warnings) == (0 if ok else 1)
+    if not ok:
+        assert f"resolved for host CPU {resolved_for}" in warnings[0] and f"ascend.env.host_cpu={here}" in warnings[0]
+        assert f"CPU_AFFINITY_CONF={rollout['CPU_AFFINITY_CONF']}" in warnings[0]
+
+
+def test_host_cpu_check_is_silent_for_a_profile_without_it(caplog):
+    with caplog.at_level(logging.INFO, logger="verl.ascend.vllm_plugin"):
+        assert vllm_plugin.check_host_cpu({PROFILE_ENV: json.dumps(PROFILE)}, machine="x86_64") is True
+    assert not [r for r in caplog.records if "host check" in r.getMessage()]
+
+
+def test_host_cpu_check_runs_in_a_fresh_vllm_process(tmp_path):
+    """Through the entry point: a profile resolved for the other kind of CPU than this host's is reported."""
+    import platform
+
+    from verl.ascend.env_profile import is_arm_cpu
+
+    other = "x86_64" if is_arm_cpu(platform.machine()) else "aarch64"
+    profile = {**PROFILE, "rollout": {"CPU_AFFINITY_CONF": "0"}, "host_cpu": other}
+    result, _order = run_vllm_process(tmp_path, {PROFILE_ENV: json.dumps(profile), "CPU_AFFINITY_CONF": "0"})
+    (line,) = [ln for ln in result.stderr.splitlines() if "verl.ascend host check" in ln]
+    assert f"resolved for host CPU {other}" in line and "WARNING" in line

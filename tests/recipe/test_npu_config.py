@@ -53,7 +53,7 @@ def test_tuned_values(npu):
     assert arr.rollout.tensor_model_parallel_size == 8 and arr.rollout.name == "vllm"
     assert arr.rollout.enable_chunked_prefill is True and arr.rollout.enforce_eager is True
     assert (npu.trainer.nnodes, npu.trainer.n_gpus_per_node, npu.trainer.device) == (16, 8, "npu")
-    assert dict(npu.ascend.env) == {"mc2": "auto", "aiv": "auto"}
+    assert dict(npu.ascend.env) == {"mc2": "auto", "aiv": "auto", "host_cpu": "auto"}
     assert dict(npu.ascend.stack) == {"vllm": "auto", "vllm_ascend": "auto"}
     assert npu.ascend.fused_ops.enable is True
 

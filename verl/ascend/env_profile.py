@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import platform
 import re
 import shlex
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ DEFAULTS_PATH = Path(__file__).parent / "config" / "ascend.yaml"
 PROFILE_ENV = "VERL_ASCEND_ENV_PROFILE"
 ROLES = ("train", "rollout")
 KNOBS = ("mc2", "aiv")
+HOST_CPUS = ("auto", "aarch64", "x86_64")
 ADDITIONAL_CONFIG_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config"
 # ascend.env keys that existed once: the error says why they are gone instead of "unknown key".
 REMOVED_KNOBS = {
@@ -102,6 +104,7 @@ class EnvProfile:
     additional_config: dict[str, EnvSetting] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # decisions worth a line, never a problem
     stack: dict[str, Any] = field(default_factory=dict)  # package -> verl.ascend.stack.Surface
+    host_cpu: str = ""  # the NPU hosts' CPU the profile was resolved for (ascend.env.host_cpu)
 
     def additional_config_values(self) -> dict[str, Any]:
         return {k: json.loads(s.value) for k, s in self.additional_config.items()}
@@ -128,6 +131,8 @@ class EnvProfile:
 
     def to_json(self, applied: list[str] | None = None) -> str:
         data = {"version": 1, **{role: self.env(role) for role in ROLES}}
+        if self.host_cpu:
+            data["host_cpu"] = self.host_cpu
         if applied is not None:
             data["applied"] = sorted(applied)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -136,6 +141,7 @@ class EnvProfile:
         return {
             "settings": {role: {k: asdict(s) for k, s in self.settings[role].items()} for role in ROLES},
             "warnings": list(self.warnings),
+            "host_cpu": self.host_cpu,
         }
 
     def lines(self) -> list[str]:
@@ -234,11 +240,40 @@ def ascend_settings(config: DictConfig | Mapping | None, errors: list[EnvConflic
         errors.append(EnvConflictError("invalid_value", ("ascend.fused_ops",), str(e)))
         switches = FusedOpSwitches()
     knobs = {k: _parse_knob(env_user.get(k, defaults["env"][k]), f"ascend.env.{k}", errors) for k in KNOBS}
+    host_cpu = _host_cpu(env_user.get("host_cpu", defaults["env"]["host_cpu"]), errors)
     overrides = env_user.get("overrides") or {}
     if not isinstance(overrides, Mapping):
         errors.append(EnvConflictError("invalid_value", ("ascend.env.overrides",), "must be a mapping VAR: value"))
         overrides = {}
-    return {"fused_ops": switches, "knobs": knobs, "overrides": {str(k): v for k, v in overrides.items()}}
+    return {
+        "fused_ops": switches,
+        "knobs": knobs,
+        "host_cpu": host_cpu,
+        "overrides": {str(k): v for k, v in overrides.items()},
+    }
+
+
+def _host_cpu(raw: Any, errors: list[EnvConflictError]) -> tuple[str, str]:
+    """(architecture, where it came from) of the NPU hosts, from ``ascend.env.host_cpu``.
+
+    ``auto`` reads ``platform.machine()`` here: the profile is resolved once, in the driver, for
+    processes that run on the NPU nodes, so auto is right when the driver runs on one of them (the
+    documented launch from the Ray head node); a driver on another kind of host must declare it.
+    """
+    value, here = str(raw).strip().lower(), platform.machine().lower()
+    if value == "auto":
+        return here, "ascend.env.host_cpu=auto: platform.machine() of the process resolving the profile"
+    if value in HOST_CPUS:
+        return value, f"declared: ascend.env.host_cpu={value}"
+    accepted = ", ".join(HOST_CPUS)
+    errors.append(EnvConflictError("invalid_value", ("ascend.env.host_cpu",), f"{raw!r} is not accepted; accepted: {accepted}"))
+    return here, "ascend.env.host_cpu invalid, platform.machine() used"
+
+
+def is_arm_cpu(arch: str) -> bool:
+    """vllm-ascend's own test (``vllm_ascend/cpu_binding.py`` ``is_arm_cpu``): unknown counts as not ARM."""
+    arch = arch.lower()
+    return arch in {"aarch64", "arm64"} or arch.startswith("arm")
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,7 +308,26 @@ def config_facts(config, settings: dict) -> dict[str, Any]:
         facts[f"knob.fused_ops.{op}"] = switches.is_on(op)
     for knob, value in settings["knobs"].items():
         facts[f"knob.{knob}"] = value
+    facts["host.cpu"], facts["host.cpu_source"] = settings["host_cpu"]
+    facts["host.arm"] = is_arm_cpu(facts["host.cpu"])
     return facts
+
+
+def _cpu_binding_fact(facts: dict, profile: EnvProfile) -> None:
+    """``rollout.vllm_ascend_binds_cpus``: whether vllm-ascend binds its workers' CPUs itself.
+
+    It does for a vLLM rollout on an ARM host unless ``additional_config.enable_cpu_binding`` is
+    false (default true in vllm-ascend 0.23.0-0.25.1rc1, ``ascend_config.py``).
+    """
+    explicit = profile.additional_config.get("enable_cpu_binding")
+    enabled = True if explicit is None else bool(json.loads(explicit.value))  # vllm-ascend tests truthiness
+    vllm = facts["rollout.engine"] in ("vllm", None)  # None: no engine named yet (upstream's default is ???)
+    facts["rollout.vllm_ascend_binds_cpus"] = vllm and facts["host.arm"] and enabled
+
+
+def _render(text: str, facts: Mapping[str, Any]) -> str:
+    """A table reason with ``{fact}`` placeholders filled in (unknown names stay as written)."""
+    return re.sub(r"\{([a-z_.]+)\}", lambda m: str(facts[m[1]]) if m[1] in facts else m[0], text)
 
 
 def _equal(actual, expected) -> bool:
@@ -399,7 +453,7 @@ def _choose(var: dict, facts: Mapping[str, Any]) -> tuple[dict[str, str], dict[s
             else {role: str(value) for role in var["roles"]}
         )
         reason = entry["reason"]
-        reasons = {role: reason[role] if isinstance(reason, Mapping) else reason for role in per_role}
+        reasons = {role: _render(reason[role] if isinstance(reason, Mapping) else reason, facts) for role in per_role}
         return per_role, reasons
     return None
 
@@ -425,8 +479,9 @@ def evaluate_env_profile(config, environ: Mapping[str, str] | None = None) -> tu
     settings = ascend_settings(config, errors)
     facts = config_facts(config, settings)
     explicit = _explicit_values(config, environ, settings)
-    profile = EnvProfile()
+    profile = EnvProfile(host_cpu=facts["host.cpu"])
     vllm_switches.resolve(config, environ, facts, profile, errors, settings)
+    _cpu_binding_fact(facts, profile)
     variables = table_variables()
     for name, var in variables.items():
         if name in explicit:

@@ -7,7 +7,8 @@ them, including the ones verl's rollout servers spawn. On the NPU platform it:
 1. **checks env arrival** (always): the rollout role of the env profile (``VERL_ASCEND_ENV_PROFILE``)
    against this process's environment, one log line per process: the profile variables present,
    and any missing or different (a missing ``VLLM_ASCEND_*`` variable, read lazily by vllm-ascend,
-   is filled in from the profile);
+   is filled in from the profile); and warns when this host's CPU is not the kind the profile was
+   resolved for (its rollout ``CPU_AFFINITY_CONF`` depends on whether vllm-ascend binds here);
 2. **checks vllm-ascend's worker patches** are in place before the first vLLM model module loads
    in a worker process (an import observer that only looks; it imports nothing).
 
@@ -31,6 +32,7 @@ import importlib.util
 import json
 import logging
 import os
+import platform
 import sys
 
 logger = logging.getLogger("verl.ascend.vllm_plugin")
@@ -86,6 +88,27 @@ def check_env_arrival(environ=None) -> dict[str, list[str]]:
         ", ".join(different) or "none",
     )
     return {"present": present, "missing": missing, "different": different, "filled": filled}
+
+
+def check_host_cpu(environ=None, machine: str | None = None) -> bool:
+    """False (and a warning) when this host's CPU is ARM and the profile's is not, or the reverse.
+
+    vllm-ascend binds its workers itself on ARM only, so the rollout ``CPU_AFFINITY_CONF`` the driver
+    chose (``ascend.env.host_cpu``) is wrong here when the two differ.
+    """
+    from verl.ascend.env_profile import is_arm_cpu, profile_from_environ
+
+    data = profile_from_environ(os.environ if environ is None else environ) or {}
+    expected, here = data.get("host_cpu"), (machine or platform.machine()).lower()
+    if not expected or is_arm_cpu(expected) == is_arm_cpu(here):
+        return True
+    logger.warning(
+        "verl.ascend host check (pid %s): the env profile was resolved for host CPU %s but this vLLM process runs on "
+        "%s, so its rollout CPU_AFFINITY_CONF=%s assumes the wrong binder (vllm-ascend binds its workers on ARM "
+        "only); set ascend.env.host_cpu=%s",
+        os.getpid(), expected, here, data.get("rollout", {}).get("CPU_AFFINITY_CONF", "unset"), here,
+    )
+    return False
 
 
 def _is_model_module(fullname: str) -> bool:
@@ -163,4 +186,5 @@ def register() -> None:
         write_arrival_report(report_dir)
     else:
         check_env_arrival()
+    check_host_cpu()
     install_observer()
