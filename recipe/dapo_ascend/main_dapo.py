@@ -163,30 +163,10 @@ def _config_name(argv: list[str]) -> tuple[str, list[str]]:
     return name, overrides
 
 
-def legacy_report(argv: list[str]) -> str | None:
-    """With upstream's old reward keys on the command line: one report of every culprit -- where each
-    legacy key lives now, then the checks' findings on the rest of the command line -- so a user who
-    fixes them does not meet the next refusal on a second try. None without legacy keys."""
-    from recipe.dapo_ascend.config_utils import ConfigError, compose, legacy_override_message
-    from verl_ascend import checks
-    from verl_ascend.checks.findings import ERROR, Finding
-    from verl_ascend.run.config_utils import legacy_overrides
-
-    message = legacy_override_message(argv)
-    if message is None:
-        return None
-    name, overrides = _config_name(argv)
-    kept, _moves = legacy_overrides(overrides)
-    legacy = Finding("legacy_reward_keys_ignored", ERROR, message, checks.pipeline.keys_named(message))
-    try:
-        findings = [legacy, *checks.validate(compose(name, kept))]
-    except ConfigError as exc:  # the rest does not compose either: say so in the same report
-        findings = [legacy, Finding("config_not_composed", ERROR, str(exc))]
-    return checks.format_report(findings, strict=False)
-
-
 def cli() -> None:
-    report = legacy_report(sys.argv[1:])
+    from recipe.dapo_ascend.config_utils import legacy_report
+
+    report = legacy_report(*_config_name(sys.argv[1:]))
     if report:  # Hydra's own error would suggest a '+' prefix: the wrong fix
         print(f"[verl-ascend] config doctor:\n{report}", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -150,13 +150,18 @@ def test_key_read_only_by_another_engine(npu):
     assert found(variant(npu, {key: False, f"{ROLLOUT}.name": "sglang"}), "key_read_by_other_engine") == []
 
 
-def test_legacy_keys_and_the_doctor_in_one_report():
+def test_legacy_keys_and_the_doctor_in_one_report(capsys):
     """Item 5: the legacy-key message and every other culprit in one report, not one per try."""
-    from recipe.dapo_ascend.main_dapo import legacy_report
+    from recipe.dapo_ascend.config_utils import legacy_report
+    from recipe.dapo_ascend.doctor import main as doctor_cli
+    from recipe.dapo_ascend.main_dapo import _config_name
 
-    report = legacy_report(
-        ["--config-name", "dapo_qwen25_32b_npu", "reward_model.overlong_buffer.len=8", f"{ACTOR}.grad_clip=0.5", "hydra.run.dir=."]
-    )
+    argv = ["--config-name", "dapo_qwen25_32b_npu", "reward_model.overlong_buffer.len=8", f"{ACTOR}.grad_clip=0.5",
+            "hydra.run.dir=."]
+    assert _config_name(argv) == ("dapo_qwen25_32b_npu", argv[2:4])
+    report = legacy_report(*_config_name(argv))
     assert "reward_model.overlong_buffer.len -> reward.reward_kwargs.overlong_buffer_cfg.len" in report
     assert "switch_not_reaching_consumer" in report and "REFUSED (2 error(s)" in report
-    assert legacy_report([f"{ACTOR}.grad_clip=0.5"]) is None  # no legacy keys: the normal path decides
+    assert legacy_report("dapo_qwen25_32b_npu", [f"{ACTOR}.grad_clip=0.5"]) is None  # the normal path decides
+    assert doctor_cli(argv[2:4]) == 2  # the doctor's command line: the same one report
+    assert "switch_not_reaching_consumer" in capsys.readouterr().out
