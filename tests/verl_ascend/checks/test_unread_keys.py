@@ -97,6 +97,8 @@ def test_agrees_with_the_hand_checked_keys(analysis):
     assert figures["agreed"] == sum(e["hand"] == e["analysis"] for e in entries.values())
     assert figures["unread_precision"] == round(len(said & truth) / len(said), 3)
     assert figures["unread_recall"] == round(len(said & truth) / len(truth), 3)
+    called_read = set(entries) - said
+    assert figures["read_precision"] == round(len(called_read - truth) / len(called_read), 3)
     # both ways: the sample holds keys the analysis calls unread and keys it calls read
     assert len(said) >= 10 and len(entries) - len(said) >= 10
 
