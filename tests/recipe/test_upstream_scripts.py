@@ -7,35 +7,21 @@ there). Each case is one dry run of the real script: it composes, prints and che
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.launch import require_e2e
-from tests.recipe.helpers import REPO
+from tests.recipe.test_npu_config import _script as dry_run  # DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh
 
 FIXTURE = Path(__file__).with_name("fixtures") / "upstream_dapo_npu_overrides.yaml"
 SCRIPTS = yaml.safe_load(FIXTURE.read_text())["scripts"]
 
 
-def dry_run(overrides: list[str]) -> subprocess.CompletedProcess:
-    import sys
-
-    require_e2e("examples/dapo_qwen25_32b_npu.sh")
-    env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable}
-    return subprocess.run(
-        ["bash", "examples/dapo_qwen25_32b_npu.sh", *overrides],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )
-
-
 @pytest.mark.e2e
 @pytest.mark.parametrize("script", sorted(SCRIPTS), ids=lambda s: Path(s).stem)
-def test_upstream_npu_script_is_accepted(script):
-    result = dry_run(SCRIPTS[script])
+def test_upstream_npu_script_is_accepted(tmp_path, script):
+    result = dry_run(tmp_path, *SCRIPTS[script])
     report = result.stdout
     assert result.returncode == 0, (result.stderr[-3000:], report[-3000:])
     assert "doctor verdict: OK (0 error(s)" in report, report[-3000:]
@@ -46,21 +32,21 @@ def test_upstream_npu_script_is_accepted(script):
 
 
 @pytest.mark.e2e
-def test_no_sync_switch_is_not_called_never_read():
+def test_no_sync_switch_is_not_called_never_read(tmp_path):
     overrides = [*SCRIPTS["dapo/run_dapo_qwen2.5_32b_npu.sh"],
                  "actor_rollout_ref.actor.fsdp_config.use_no_sync_for_gradient_accumulation=true"]
-    result = dry_run(overrides)
+    result = dry_run(tmp_path, *overrides)
     assert result.returncode == 0, result.stderr[-3000:]
     doctor = result.stdout.split("# ===== config doctor =====")[-1]
     assert "use_no_sync_for_gradient_accumulation" not in doctor
 
 
 @pytest.mark.e2e
-def test_legacy_keys_and_other_culprits_in_one_refusal():
+def test_legacy_keys_and_other_culprits_in_one_refusal(tmp_path):
     """An older script's legacy reward keys and its other errors, in one report and one exit 2."""
     overrides = [*SCRIPTS["dapo/run_dapo_qwen3_8b_base_npu.sh"], "reward_model.overlong_buffer.len=4096",
                  "actor_rollout_ref.actor.grad_clip=0.5"]
-    result = dry_run(overrides)
+    result = dry_run(tmp_path, *overrides)
     assert result.returncode == 2
     assert "reward_model.overlong_buffer.len -> reward.reward_kwargs.overlong_buffer_cfg.len" in result.stderr
     assert "switch_not_reaching_consumer: actor_rollout_ref.actor.grad_clip=0.5" in result.stderr
