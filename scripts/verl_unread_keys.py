@@ -119,12 +119,18 @@ class KeyTree:
             else:
                 self.defaults.setdefault(child, value)
 
-    def free_form(self, section: str) -> bool:
-        """A plain dict field of a config dataclass (``fsdp_config.wrap_policy``): no dataclass in or below it."""
-        parent = section.rpartition(".")[0]
-        return bool(self.targets.get(parent)) and not any(
+    def plain_dict(self, section: str) -> bool:
+        """A section with no config dataclass in or below it: verl hands it on whole."""
+        return section in self.sections and not any(
             t for path, t in self.targets.items() if t and (path == section or path.startswith(section + "."))
         )
+
+    def free_form(self, section: str) -> bool:
+        """A plain dict field of a config dataclass (``fsdp_config.wrap_policy``)."""
+        return bool(self.targets.get(section.rpartition(".")[0])) and self.plain_dict(section)
+
+    def leaves_under(self, section: str) -> list[str]:
+        return [key for key in self.defaults if key.startswith(section + ".")]
 
     def by_name(self) -> dict[str, list[str]]:
         """Section name (its last path part) -> the section paths with that name."""
@@ -291,22 +297,18 @@ class _Visitor(ast.NodeVisitor):
         if not (isinstance(expr, ast.Attribute) or (isinstance(expr, ast.Name) and expr.id.endswith(SUFFIXES))):
             return
         for section in self.resolver.sections(ast.unparse(expr), strict=True):
-            if free_form_only and not self.keys.free_form(section):
-                continue
-            for key in self.keys.defaults:
-                if key.startswith(section + "."):
-                    self.reads.add(key, self.tag, f"{self.rel}:{node.lineno}")
+            if not free_form_only or self.keys.free_form(section):
+                self._read_under(section, node)
+
+    def _read_under(self, section: str, node) -> None:
+        for key in self.keys.leaves_under(section):
+            self.reads.add(key, self.tag, f"{self.rel}:{node.lineno}")
 
     def _credit_plain_dict(self, name: str, receiver: ast.AST, node) -> None:
         """``config.ray_kwargs.get("ray_init")``: a section with no dataclass in it, fetched to be handed on whole."""
         for parent in self.resolver.sections(ast.unparse(receiver), strict=True):
-            section = f"{parent}.{name}"
-            if section in self.keys.sections and not any(
-                p == section or p.startswith(section + ".") for p, t in self.keys.targets.items() if t
-            ):
-                for key in self.keys.defaults:
-                    if key.startswith(section + "."):
-                        self.reads.add(key, self.tag, f"{self.rel}:{node.lineno}")
+            if self.keys.plain_dict(f"{parent}.{name}"):
+                self._read_under(f"{parent}.{name}", node)
 
     def visit_Attribute(self, node):
         if isinstance(node.ctx, ast.Load):

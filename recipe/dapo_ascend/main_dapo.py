@@ -158,6 +158,8 @@ def _config_name(argv: list[str]) -> tuple[str, list[str]]:
         flag, _, value = arg.partition("=")
         if flag in ("--config-name", "-cn"):
             name = value or next(args, DEFAULT_CONFIG)
+        elif flag in ("--config-path", "-cp", "--config-dir", "-cd") and not value:
+            next(args, None)  # Hydra's own flags and their values are not overrides
         elif not arg.startswith("-") and not arg.startswith(("hydra.", "hydra/")):
             overrides.append(arg)
     return name, overrides
