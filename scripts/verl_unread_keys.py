@@ -247,12 +247,15 @@ class _Visitor(ast.NodeVisitor):
         self.path_sections = resolver.sections(rel.removesuffix(".py").replace("/", " "))
         self.classes: list[str] = []
         self.modules: set[str] = set()
+        self.packages: set[str] = set()  # names bound by ``import x [as y]``: another library's functions
         self.names = {name for children in keys.sections.values() for name in children}
         targets = {t for ts in keys.targets.values() for t in ts}
         self.defines_config = any(isinstance(n, ast.ClassDef) and n.name in targets for n in ast.walk(tree))
 
     def visit_Import(self, node):
-        self.modules |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        names = {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        self.modules |= names
+        self.packages |= names
 
     def visit_ImportFrom(self, node):
         self.modules |= {alias.asname or alias.name for alias in node.names}
@@ -346,6 +349,12 @@ class _Visitor(ast.NodeVisitor):
         fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
         if fname in WHOLE_READS and node.args:
             self._credit_whole(node.args[0], node)
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in self.packages:
+            for arg in node.args:  # tq.init(config.transfer_queue): a plain section handed to another library
+                if isinstance(arg, ast.Attribute) and re.search(r"conf|cfg", ast.unparse(arg.value)):
+                    for section in self.resolver.sections(ast.unparse(arg), strict=True):
+                        if self.keys.plain_dict(section):
+                            self._read_under(section, node)
         if isinstance(f, ast.Name) and f.id in ("getattr", "hasattr") and _is_str(key):
             self._credit(key.value, node.args[0], node)
         elif isinstance(f, ast.Name) and ("get" in f.id or "attr" in f.id) and node.args and _is_str(node.args[0]):
