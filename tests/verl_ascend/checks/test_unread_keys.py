@@ -144,6 +144,9 @@ def test_consumer_value_is_the_effective_one(npu):
     cfg = variant(npu, {f"{ACTOR}.ulysses_sequence_parallel_size": 8})
     key = f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size"
     assert OmegaConf.select(cfg, key) == 1 and EffectiveValues(cfg).get(key) == 8
+    # the ref is built as upstream builds it: an FSDPActorConfig whose engine config receives its SP size
+    ref = variant(npu, {f"{REF}.ulysses_sequence_parallel_size": 4})
+    assert EffectiveValues(ref).get(f"{REF}.fsdp_config.ulysses_sequence_parallel_size") == 4
     (hit,) = found(variant(npu, {f"{ACTOR}.grad_clip": 0.5}), "switch_not_reaching_consumer")
     assert "actor_rollout_ref.actor.optim.clip_grad (= 1.0)" in hit.message and hit.severity == "error"
 
