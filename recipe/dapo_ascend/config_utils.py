@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from verl_ascend.run import config_utils as _compose
 from verl_ascend.run.config_utils import ConfigError, legacy_override_message
 
-__all__ = ["CONFIG_DIR", "ConfigError", "available_configs", "compose", "legacy_override_message"]
+__all__ = ["CONFIG_DIR", "ConfigError", "available_configs", "compose", "legacy_override_message", "legacy_report"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 
@@ -23,3 +23,24 @@ def available_configs(config_dir: str | Path = CONFIG_DIR) -> list[str]:
 def compose(config_name: str, overrides: Sequence[str] = (), config_dir: str | Path = CONFIG_DIR) -> DictConfig:
     """The config ``config_name`` of this recipe with Hydra ``overrides`` applied (see ``verl_ascend.run.config_utils``)."""
     return _compose.compose(config_name, overrides, config_dir)
+
+
+def legacy_report(config_name: str, overrides: Sequence[str], config_dir: str | Path = CONFIG_DIR) -> str | None:
+    """With upstream's old reward keys among ``overrides``: one report of every culprit -- where each
+    legacy key lives now, then the checks' findings on the config the other overrides compose -- so a
+    user who fixes them does not meet the next refusal on a second try. None without legacy keys."""
+    from verl_ascend import checks
+    from verl_ascend.checks.findings import ERROR, Finding
+    from verl_ascend.checks.pipeline import keys_named
+    from verl_ascend.run.config_utils import legacy_overrides
+
+    message = legacy_override_message(overrides)
+    if message is None:
+        return None
+    kept, _moves = legacy_overrides(overrides)
+    legacy = Finding("legacy_reward_keys_ignored", ERROR, message, keys_named(message))
+    try:
+        findings = [legacy, *checks.validate(compose(config_name, kept, config_dir))]
+    except ConfigError as exc:  # the rest does not compose either: say so in the same report
+        findings = [legacy, Finding("config_not_composed", ERROR, str(exc))]
+    return checks.format_report(findings, strict=False)

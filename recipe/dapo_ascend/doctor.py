@@ -42,7 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from recipe.dapo_ascend.config_utils import CONFIG_DIR, ConfigError, compose
+    from recipe.dapo_ascend.config_utils import CONFIG_DIR, ConfigError, compose, legacy_report
+
+    report = legacy_report(args.config_name, args.overrides, args.config_dir or CONFIG_DIR)
+    if report is not None:  # upstream's old reward keys: every culprit in one report
+        print(report)
+        print("error: legacy reward keys (see the report above)", file=sys.stderr)
+        return EXIT_BAD_CONFIG
 
     try:
         config = compose(args.config_name, args.overrides, args.config_dir or CONFIG_DIR)

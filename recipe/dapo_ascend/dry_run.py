@@ -109,12 +109,16 @@ def cli(argv: list[str] | None = None) -> int:
     """``python -m recipe.dapo_ascend.dry_run [--config-name NAME] [overrides...]`` (no entry point needed)."""
     import argparse
 
-    from recipe.dapo_ascend.config_utils import ConfigError, compose
+    from recipe.dapo_ascend.config_utils import ConfigError, compose, legacy_report
 
     parser = argparse.ArgumentParser(prog="python -m recipe.dapo_ascend.dry_run", description=__doc__.splitlines()[0])
     parser.add_argument("--config-name", default="dapo_qwen25_32b_npu")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
+    report = legacy_report(args.config_name, args.overrides)
+    if report is not None:  # upstream's old reward keys: every culprit in one report
+        print(report, file=sys.stderr)
+        return EXIT_REFUSED
     try:
         config = compose(args.config_name, args.overrides)
     except ConfigError as exc:

@@ -151,12 +151,26 @@ def hydra_args(argv: list[str]) -> list[str]:
     return argv + [override for key, override in HYDRA_QUIET.items() if key not in given]
 
 
-def cli() -> None:
-    from recipe.dapo_ascend.config_utils import legacy_override_message
+def _config_name(argv: list[str]) -> tuple[str, list[str]]:
+    """``--config-name NAME`` (or ``--config-name=NAME``, ``-cn``) and the Hydra overrides of ``argv``."""
+    name, overrides, args = DEFAULT_CONFIG, [], iter(argv)
+    for arg in args:
+        flag, _, value = arg.partition("=")
+        if flag in ("--config-name", "-cn"):
+            name = value or next(args, DEFAULT_CONFIG)
+        elif flag in ("--config-path", "-cp", "--config-dir", "-cd") and not value:
+            next(args, None)  # Hydra's own flags and their values are not overrides
+        elif not arg.startswith("-") and not arg.startswith(("hydra.", "hydra/")):
+            overrides.append(arg)
+    return name, overrides
 
-    message = legacy_override_message(sys.argv[1:])
-    if message:  # Hydra's own error would suggest a '+' prefix: the wrong fix
-        print(f"[verl-ascend] config doctor: {message}", file=sys.stderr, flush=True)
+
+def cli() -> None:
+    from recipe.dapo_ascend.config_utils import legacy_report
+
+    report = legacy_report(*_config_name(sys.argv[1:]))
+    if report:  # Hydra's own error would suggest a '+' prefix: the wrong fix
+        print(f"[verl-ascend] config doctor:\n{report}", file=sys.stderr, flush=True)
         sys.exit(2)
     sys.argv[1:] = hydra_args(sys.argv[1:])
     main()

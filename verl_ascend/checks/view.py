@@ -73,6 +73,20 @@ class ConfigView:
         return self.get_bool("algorithm.use_kl_in_reward") or self.get_bool(f"{ACTOR}.use_kl_loss")
 
     @property
+    def uses_critic(self) -> bool:
+        # Same test as upstream's verl.trainer.ppo.utils.need_critic.
+        enable = self.get("critic.enable")
+        return bool(enable) if enable is not None else self.get("algorithm.adv_estimator") == "gae"
+
+    def role_runs(self, key: str) -> bool:
+        """Whether the role a key belongs to is built at all (no reference policy without KL, no critic without GAE)."""
+        if key.startswith(REF + "."):
+            return self.uses_reference_model
+        if key.startswith("critic."):
+            return self.uses_critic
+        return True
+
+    @property
     def uses_v1_trainer(self) -> bool:
         return self.get_bool("trainer.use_v1", True)
 

@@ -49,18 +49,25 @@ def compose(config_name: str, overrides: Sequence[str], config_dir: str | Path) 
         raise ConfigError(_explain(exc, overrides)) from exc
 
 
+def legacy_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(the other overrides, "old -> new" moves)`` for upstream's old reward keys on the command line."""
+    from verl_ascend.checks.rules_reward import LEGACY_MOVES  # moves to verl_ascend.checks next
+
+    kept, moves = [], []
+    for arg in overrides:
+        key = arg.lstrip("+~").split("=", 1)[0]
+        old = next((o for o in sorted(LEGACY_MOVES, key=len, reverse=True) if key == o or key.startswith(o + ".")), None)
+        if old is None:
+            kept.append(arg)
+        else:
+            moves.append(f"{key} -> {LEGACY_MOVES[old]}{key[len(old):]}")
+    return kept, moves
+
+
 def legacy_override_message(overrides: Sequence[str]) -> str | None:
     """Upstream's old reward keys on the command line (``reward_model.overlong_buffer.len=...``,
     still in upstream's published DAPO scripts), with where each lives now; None if there are none."""
-    from verl_ascend.checks.rules_reward import LEGACY_MOVES  # moves to verl_ascend.checks next
-
-    moves = []
-    for arg in overrides:
-        key = arg.lstrip("+~").split("=", 1)[0]
-        for old in sorted(LEGACY_MOVES, key=len, reverse=True):
-            if key == old or key.startswith(old + "."):
-                moves.append(f"{key} -> {LEGACY_MOVES[old]}{key[len(old):]}")
-                break
+    _kept, moves = legacy_overrides(overrides)
     if not moves:
         return None
     return (

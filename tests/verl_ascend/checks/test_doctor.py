@@ -136,25 +136,7 @@ def test_npu_torch_compile(npu):
     assert "npu_torch_compile" not in rules(variant(npu, {key: True, "trainer.device": "cpu"}))
 
 
-def test_unread_key_list_is_generated_from_the_installed_verl(tmp_path):
-    """The committed list equals what scripts/verl_unread_keys.py derives from this verl."""
-    import importlib.util
-    from pathlib import Path
-
-    import yaml
-
-    import verl
-    from verl_ascend.checks.effective import UNREAD_KEYS_PATH
-
-    path = Path(__file__).resolve().parents[3] / "scripts" / "verl_unread_keys.py"
-    spec = importlib.util.spec_from_file_location("verl_unread_keys", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    fresh = script.unread_keys(Path(verl.__file__).parent)
-    assert fresh == yaml.safe_load(UNREAD_KEYS_PATH.read_text())["unread"]
-    assert "actor_rollout_ref.actor.grad_clip" in fresh and "actor_rollout_ref.actor.use_torch_compile" in fresh
-    assert "actor_rollout_ref.actor.clip_ratio_high" not in fresh  # read as config.clip_ratio_high in core_algos
-    assert "actor_rollout_ref.actor.entropy_from_logits_with_chunking" not in fresh  # via fsdp_config's default
+# The unread-keys analysis and its list: tests/verl_ascend/checks/test_unread_keys.py
 
 
 def test_env_profile_warning_becomes_a_warning(npu):
