@@ -5,9 +5,9 @@ The whole command (a real vLLM process and a 2-step DAPO) runs in tests/npu/test
 
 from __future__ import annotations
 
-import platform
 import json
 import os
+import platform
 
 import pytest
 import torch
