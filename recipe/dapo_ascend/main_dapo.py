@@ -110,6 +110,7 @@ def run(config: DictConfig) -> None:
 def main_with_config(config: DictConfig) -> int:
     from recipe.dapo_ascend.preflight import PreflightError
 
+    from verl_ascend.run.files import RunFileError, run_file_error
     from verl_ascend.run.run_guard import NothingToTrain
 
     try:
@@ -124,7 +125,17 @@ def main_with_config(config: DictConfig) -> int:
     except (PreflightError, envs.EnvValueError) as exc:
         print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
         return 2
-    run(config)
+    except RunFileError as exc:  # the run folder stopped taking writes while it was being prepared
+        print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        run(config)
+    except Exception as exc:
+        lost = run_file_error(exc)  # a record of the run could not be written (in a Ray worker too)
+        if lost is None:
+            raise
+        print(f"[verl-ascend] error: {lost}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
