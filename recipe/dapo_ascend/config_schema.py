@@ -147,6 +147,7 @@ def _rules() -> list[Rule]:
         Rule("fault_tolerance.allow_no_checkpoints", "true or false", boolean),
         Rule("fault_tolerance.start_over", "true or false", boolean),
         Rule("fault_tolerance.check_free_space", "true or false", boolean),
+        Rule("fault_tolerance.new_data_order", "true or false", boolean),
         Rule("profile_check.enable", "true or false", boolean),
         Rule("profile_check.strict", "true or false", boolean),
         Rule("doctor.strict", "true or false", boolean),

@@ -47,7 +47,8 @@ def prepare(config: DictConfig) -> None:
     from verl.utils.device import auto_set_device
 
     from recipe.dapo_ascend import preflight
-    from verl_ascend.run import checkpoints, cluster, files, run_guard
+    from verl_ascend.run import checkpoints, cluster, data_order, files, run_guard
+    from verl_ascend.run.options import FaultTolerance
 
     auto_set_device(config)
     if not envs.flag(preflight.DOCTOR_SWITCH):
@@ -62,6 +63,9 @@ def prepare(config: DictConfig) -> None:
         config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, preflight.PreflightError
     )
     run_guard.check_nothing_left(config, plan.step)
+    plan.data_order = data_order.plan_data_order(  # the resumed checkpoint's data, or a refusal
+        config, plan.step, plan.run_dir, FaultTolerance.from_config(config).new_data_order, preflight.PreflightError
+    )
     # Committed to start: only now may files in the output folder change.
     run_guard.RunLock.acquire(folders, preflight.PreflightError, create=True)
     run_guard.RunLock.record_owner(plan.run_dir)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from verl_ascend.paths import RunPaths
+from verl_ascend.run.data_order import ENV_FRESH_DATA_ORDER, record_data_order
 from verl_ascend.run.files import (
     ENV_METRICS_APPEND,
     ENV_RUN_DIR,
@@ -326,6 +327,7 @@ class Plan:
     run_dir: str
     metrics_path: Optional[str]
     selection: Optional[Selection] = None
+    data_order: Optional[dict] = None  # data_order.plan_data_order's decision
 
 
 def run_paths(config) -> tuple[str, str]:
@@ -415,9 +417,14 @@ def prepare_run(config, plan: Plan) -> int:
         if dropped:
             _log(f"{path}: kept {kept} records up to step {step}; {dropped} moved to {side_file_for(path, stamp)}")
     record["trimmed"] = trimmed
+    fresh_order = False
+    if plan.data_order is not None:
+        record_data_order(run_dir, plan.data_order)
+        fresh_order = plan.data_order["fresh_order"]
+        record["data_order"] = {"fresh_order": fresh_order, "note": plan.data_order["note"]}
     append_jsonl(os.path.join(run_dir, RESUME_LOG), record)
 
-    env = {ENV_RUN_DIR: run_dir, ENV_METRICS_APPEND: "1"}
+    env = {ENV_RUN_DIR: run_dir, ENV_METRICS_APPEND: "1", ENV_FRESH_DATA_ORDER: "1" if fresh_order else "0"}
     if metrics_path:
         # Nodes started with `ray start` do not inherit the driver's environment: without this
         # the trainer's file logger writes to ./<project>/<experiment>.jsonl on its own node.
