@@ -132,9 +132,18 @@ def plan_data_order(config, step: int, run_dir: str, allow_new: bool, error_cls)
 
 
 def record_data_order(run_dir: str, decision: dict) -> None:
-    """Write the eras (atomically) once the start is committed, and say what was decided."""
-    record = {"time": time.time(), "eras": decision["eras"]}
-    write_atomic(os.path.join(run_dir, DATA_ORDER_FILE), json.dumps(record, indent=1).encode())
+    """Write the eras (atomically) once the start is committed, and say what was decided. Eras this
+    start drops (steps trained again, a start over) move to ``superseded``: nothing recorded is lost."""
+    path = os.path.join(run_dir, DATA_ORDER_FILE)
+    try:
+        with open(path, "rb") as f:
+            before = json.loads(f.read())
+    except (OSError, ValueError):
+        before = {}
+    superseded = list(before.get("superseded", [])) if isinstance(before, dict) else []
+    superseded += [e for e in read_eras(run_dir) if e not in decision["eras"]]
+    record = {"time": time.time(), "eras": decision["eras"], "superseded": superseded}
+    write_atomic(path, json.dumps(record, indent=1).encode())
     _log(decision["note"])
 
 

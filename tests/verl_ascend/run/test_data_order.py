@@ -81,6 +81,10 @@ def test_new_data_order_is_recorded_and_survives_a_crash_before_the_next_checkpo
     # Rolled back by hand to a checkpoint trained on the old rows: refused again.
     with pytest.raises(Refused, match="since the checkpoint of step 2"):
         data_order.plan_data_order(_config([a]), 2, str(tmp_path), False, Refused)
+    # A start over replaces the eras; the old ones are kept under "superseded".
+    data_order.record_data_order(str(tmp_path), data_order.plan_data_order(_config([a]), 0, str(tmp_path), False, Refused))
+    saved = json.loads((tmp_path / data_order.DATA_ORDER_FILE).read_text())
+    assert [e["after_step"] for e in saved["eras"]] == [0] and saved["superseded"] == moved_on["eras"]
 
 
 def test_fresh_order_is_the_order_of_a_new_run(tmp_path):
