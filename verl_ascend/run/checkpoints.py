@@ -364,6 +364,7 @@ def plan_resume(config, error_cls) -> Plan:
         plan.step, plan.why = step, f"trainer.resume_from_path={path}{unproven}"
     else:
         plan.selection = select_checkpoint(root)
+        refuse_meaningless_tracker(root, plan.selection, error_cls)
         plan.step = plan.selection.step
         if plan.step:
             plan.why = f"resuming after step {plan.step} from {plan.selection.path}"
@@ -373,6 +374,21 @@ def plan_resume(config, error_cls) -> Plan:
         else:
             plan.why = f"no checkpoint in trainer.default_local_dir={root}"
     return plan
+
+
+def refuse_meaningless_tracker(root: str, selection: Selection, error_cls) -> None:
+    """A tracker naming step 0 or below was written by hand (upstream writes the step of a saved
+    checkpoint, >= 1): which checkpoint was meant cannot be guessed, so the start is refused."""
+    step = selection.tracker_step
+    if step is None or step >= 1:
+        return
+    complete = [s for s in sorted(step_dirs(root)) if s not in selection.rejected]
+    shown = ", ".join(f"global_step_{s}" for s in complete) or "none"
+    raise error_cls(
+        f"{os.path.join(root, TRACKER)} reads {step}, which names no checkpoint (steps start at 1); complete "
+        f"checkpoints in trainer.default_local_dir: {shown}. Accepted: the step of the checkpoint to resume from "
+        f"in that file (e.g. {complete[-1] if complete else 1}), or remove the file to resume from the newest complete one"
+    )
 
 
 def prepare_run(config, plan: Plan) -> int:
