@@ -110,6 +110,13 @@ def test_rollout_timeout_zero_never_fails_the_wait():
         stalled.check(buffer, "train")
 
 
+def test_metrics_path_that_is_a_device(entry, tmp_path, monkeypatch):
+    """/dev/zero as the metrics file would be read back forever (trim at resume, progress line)."""
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "/dev/zero")
+    _refused(entry(), "VERL_FILE_LOGGER_PATH='/dev/zero' is not a regular file; accepted: a file path")
+    assert entry.started == []
+
+
 def test_output_folder_that_is_a_dangling_link(entry, tmp_path, monkeypatch):
     link = tmp_path / "outputs"
     link.symlink_to(tmp_path / "gone")
