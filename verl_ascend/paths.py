@@ -18,7 +18,7 @@ class RunPaths:
     output_dir: str  # $VERL_ASCEND_OUTPUT_DIR, absolute
     experiment_dir: str  # <output_dir>/<trainer.experiment_name>
     metrics: Optional[str]  # the file logger's metrics.jsonl (None when the file logger is off)
-    run_dir: str  # the folder of the run's own files: the metrics file's folder, else experiment_dir
+    run_dir: str  # the folder of the run's own files (journal, lock owner): experiment_dir, wherever the metrics go
     checkpoints: str  # trainer.default_local_dir, absolute
 
     @property
@@ -41,6 +41,5 @@ class RunPaths:
         metrics = None
         if file_logger:
             metrics = os.path.abspath(environ.get("VERL_FILE_LOGGER_PATH") or os.path.join(experiment_dir, "metrics.jsonl"))
-        run_dir = os.path.dirname(metrics) if metrics else experiment_dir
         checkpoints = os.path.abspath(os.path.expanduser(str(config.trainer.default_local_dir)))
-        return cls(output_dir, experiment_dir, metrics, run_dir, checkpoints)
+        return cls(output_dir, experiment_dir, metrics, experiment_dir, checkpoints)

@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from verl_ascend.run.options import FaultTolerance
+from verl_ascend.run.warm_workers import MAX_WARM_WORKERS
 
 ABSENT = object()
 RESUME_MODES = ("auto", "disable", "resume_path")
@@ -137,21 +140,30 @@ def _rules() -> list[Rule]:
         Rule("trainer.test_freq", "an integer", any_int),
         Rule("trainer.max_actor_ckpt_to_keep", pint, positive_int),
         Rule("trainer.resume_mode", f"one of {list(RESUME_MODES)}", one_of(RESUME_MODES), optional=False),
-        Rule("trainer.experiment_name", "a plain folder name (no '/', not '.' or '..')", safe_name, optional=False),
+        Rule("trainer.experiment_name", f"a plain folder name of at most {NAME_BYTES} bytes (no '/', not '.' or '..')",
+             safe_name, optional=False),
         Rule("trainer.default_local_dir", "a folder path", lambda v: isinstance(v, str) and bool(v.strip()), optional=False),
         Rule("trainer.v1.dapo_ascend.poll_interval_s", "a number > 0 (seconds)", positive_number),
         Rule("trainer.v1.dapo_ascend.reward_in_agent_loop", "true or false", boolean),
-        Rule("trainer.v1.dapo_ascend.warm_workers", f"{nnint} (0: off)", non_negative_int),
-        Rule("fault_tolerance.rollout_timeout_s", "a number > 0 (seconds)", positive_number),
+        Rule("trainer.v1.dapo_ascend.warm_workers", f"an integer from 0 (off) to {MAX_WARM_WORKERS}",
+             lambda v: non_negative_int(v) and v <= MAX_WARM_WORKERS),
+        Rule("fault_tolerance.rollout_timeout_s", "a number >= 0 (seconds; 0: off, wait forever)", non_negative_number),
         Rule("fault_tolerance.server_ping_timeout_s", "a number > 0 (seconds)", positive_number),
         Rule("fault_tolerance.allow_no_checkpoints", "true or false", boolean),
         Rule("fault_tolerance.start_over", "true or false", boolean),
         Rule("fault_tolerance.check_free_space", "true or false", boolean),
+        Rule("fault_tolerance.new_data_order", "true or false", boolean),
         Rule("profile_check.enable", "true or false", boolean),
         Rule("profile_check.strict", "true or false", boolean),
         Rule("doctor.strict", "true or false", boolean),
     ]
     return table
+
+
+# File systems limit one path component to 255 bytes (NAME_MAX on ext4, xfs, NFS); names are
+# built from the experiment name with suffixes (upstream's file logger `<name>.jsonl`, atomic
+# writes `.tmp.<pid>`), so the name keeps 55 bytes free for them.
+NAME_BYTES = 200
 
 
 def safe_name(v: Any) -> bool:
@@ -163,6 +175,7 @@ def safe_name(v: Any) -> bool:
         and os.sep not in v
         and "/" not in v
         and "\0" not in v
+        and len(v.encode("utf-8", "surrogatepass")) <= NAME_BYTES
     )
 
 
@@ -176,9 +189,21 @@ def value_of(config: DictConfig, key: str) -> Any:
     return value
 
 
+def unknown_section_keys(config: DictConfig) -> list[str]:
+    """Keys under ``fault_tolerance`` that nothing reads (a typo would silently keep the default)."""
+    section = OmegaConf.select(config, "fault_tolerance", default=None)
+    if not isinstance(section, DictConfig):
+        return []
+    known = [f.name for f in fields(FaultTolerance)]
+    return [
+        f"fault_tolerance.{key}: unknown key; accepted keys: {known}"
+        for key in section.keys() if key not in known
+    ]
+
+
 def problems(config: DictConfig) -> list[str]:
     """Every key of the table whose value is not accepted: ``key=value: accepted is ...``."""
-    found = []
+    found = unknown_section_keys(config)
     for rule in _rules():
         try:
             value = value_of(config, rule.key)

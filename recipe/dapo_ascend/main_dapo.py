@@ -47,7 +47,8 @@ def prepare(config: DictConfig) -> None:
     from verl.utils.device import auto_set_device
 
     from recipe.dapo_ascend import preflight
-    from verl_ascend.run import checkpoints, cluster, files, run_guard
+    from verl_ascend.run import checkpoints, cluster, data_order, files, run_guard
+    from verl_ascend.run.options import FaultTolerance
 
     auto_set_device(config)
     if not envs.flag(preflight.DOCTOR_SWITCH):
@@ -62,6 +63,9 @@ def prepare(config: DictConfig) -> None:
         config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, preflight.PreflightError
     )
     run_guard.check_nothing_left(config, plan.step)
+    plan.data_order = data_order.plan_data_order(  # the resumed checkpoint's data, or a refusal
+        config, plan.step, plan.run_dir, FaultTolerance.from_config(config).new_data_order, preflight.PreflightError
+    )
     # Committed to start: only now may files in the output folder change.
     run_guard.RunLock.acquire(folders, preflight.PreflightError, create=True)
     run_guard.RunLock.record_owner(plan.run_dir)
@@ -110,6 +114,7 @@ def run(config: DictConfig) -> None:
 def main_with_config(config: DictConfig) -> int:
     from recipe.dapo_ascend.preflight import PreflightError
 
+    from verl_ascend.run.files import RunFileError, run_file_error
     from verl_ascend.run.run_guard import NothingToTrain
 
     try:
@@ -124,7 +129,17 @@ def main_with_config(config: DictConfig) -> int:
     except (PreflightError, envs.EnvValueError) as exc:
         print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
         return 2
-    run(config)
+    except RunFileError as exc:  # the run folder stopped taking writes while it was being prepared
+        print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        run(config)
+    except Exception as exc:
+        lost = run_file_error(exc)  # a record of the run could not be written (in a Ray worker too)
+        if lost is None:
+            raise
+        print(f"[verl-ascend] error: {lost}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

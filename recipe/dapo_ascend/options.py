@@ -44,8 +44,10 @@ class DapoAscendOptions:
 
 
 def _non_negative_int(key: str, raw: Any) -> int:
+    from verl_ascend.run.warm_workers import MAX_WARM_WORKERS
+
     if raw is None:
         return 0
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-        raise ValueError(f"{key}={raw!r}: expected an integer >= 0 (0: off)")
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_WARM_WORKERS:
+        raise ValueError(f"{key}={raw!r}: expected an integer from 0 (off) to {MAX_WARM_WORKERS}")
     return raw

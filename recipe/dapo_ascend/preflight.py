@@ -42,12 +42,17 @@ def check_destination(config: DictConfig) -> None:
 
     paths = RunPaths.of(config)
     run_dir, out = paths.run_dir, paths.output_dir
-    if os.path.commonpath([out, os.path.abspath(run_dir)]) != out and "VERL_FILE_LOGGER_PATH" not in os.environ:
+    if os.path.commonpath([out, os.path.abspath(run_dir)]) != out:
         raise PreflightError(
             f"trainer.experiment_name={config.trainer.experiment_name!r} puts the run folder at {run_dir!r}, outside "
             f"the output folder {out!r}; accepted: a plain folder name"
         )
     run_guard.check_destination(config, run_dir, PreflightError)
+    if paths.metrics and os.path.exists(paths.metrics) and not os.path.isfile(paths.metrics):
+        # A device or a FIFO (/dev/full, /dev/zero) is read back at resume and by the progress line: endless.
+        raise PreflightError(f"VERL_FILE_LOGGER_PATH={paths.metrics!r} is not a regular file; accepted: a file path")
+    if paths.metrics and os.path.dirname(paths.metrics) != run_dir:  # VERL_FILE_LOGGER_PATH elsewhere
+        run_guard.check_writable(os.path.dirname(paths.metrics), PreflightError, "VERL_FILE_LOGGER_PATH")
 
 
 def strict_of(config: DictConfig, environ=None) -> bool:

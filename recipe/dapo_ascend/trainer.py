@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import numbers
+import os
 
 import numpy as np
 import transfer_queue as tq
@@ -47,6 +48,7 @@ from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+from verl_ascend.run.data_order import ENV_FRESH_DATA_ORDER, keep_fresh_order
 from verl_ascend.run.journal import RunJournal
 from verl_ascend.run.watchdog import RolloutFailure, RolloutWatchdog, rollout_servers
 from recipe.dapo_ascend.local_reward import InProcessRewardHandle, check_in_process_reward, release_reward_workers
@@ -165,6 +167,14 @@ class DAPOAscendTrainer(PPOTrainerSync):
         if server is None:
             return super().get_llm_client()
         return self.llm_server_manager.get_client(client_cls=SoleServerClient, server=server)
+
+    def _load_checkpoint(self):
+        # The entry point decided, before Ray, that this resume is on new data
+        # (fault_tolerance.new_data_order=true, verl_ascend/run/data_order.py): the checkpoint's
+        # dataloader position belongs to other rows, so the new data starts in a fresh order.
+        if os.environ.get(ENV_FRESH_DATA_ORDER) != "1":
+            return super()._load_checkpoint()
+        return keep_fresh_order(self.train_dataloader, super()._load_checkpoint)
 
     # -- the step, in the order upstream calls the hooks ---------------------------------------
     def on_step_begin(self):

@@ -21,11 +21,12 @@ def test_defaults_under_the_output_dir(tmp_path, monkeypatch):
     assert paths.checkpoints == str(tmp_path / "ckpts" / "exp1")
 
 
-def test_file_logger_path_moves_the_run_folder_not_the_clean_data(tmp_path):
+def test_file_logger_path_moves_only_the_metrics_file(tmp_path):
+    """The journal stays in the run folder (which `make demo` cleans), wherever the metrics go."""
     environ = {"VERL_ASCEND_OUTPUT_DIR": str(tmp_path / "out"), "VERL_FILE_LOGGER_PATH": str(tmp_path / "elsewhere" / "m.jsonl")}
     paths = RunPaths.of(_config(), environ)
     assert paths.metrics == str(tmp_path / "elsewhere" / "m.jsonl")
-    assert paths.run_dir == str(tmp_path / "elsewhere")
+    assert paths.run_dir == str(tmp_path / "out" / "exp1")
     assert paths.clean_data == str(tmp_path / "out" / "exp1" / "clean_data")
 
 

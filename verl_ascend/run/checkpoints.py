@@ -15,8 +15,9 @@ here without touching upstream's checkpoint code:
    written *and* its step's metrics are logged; ``plan_resume`` (the entry point, before Ray
    starts, read-only) picks the checkpoint to resume from among marked folders whose sizes match,
    verifying the contents of the one it loads (newest first, falling back with the reason logged);
-   ``prepare_run`` (once every check passed) rewrites the tracker atomically and renames unusable
-   folders to ``global_step_<N>.incomplete``.
+   a folder without a marker is never picked. ``prepare_run`` (once every check passed) rewrites
+   the tracker atomically and quarantines every folder not proven whole as
+   ``global_step_<N>.incomplete`` (kept, the reason printed).
 2. The file logger opens ``$VERL_FILE_LOGGER_PATH`` with mode ``"wb"``: every restart erased
    the metrics of the steps already trained. -> ``prepare_run`` keeps the records of steps up to
    the resumed one and moves those of steps that will be trained again to a dated side file, and
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from verl_ascend.paths import RunPaths
+from verl_ascend.run.data_order import ENV_FRESH_DATA_ORDER, record_data_order
 from verl_ascend.run.files import (
     ENV_METRICS_APPEND,
     ENV_RUN_DIR,
@@ -191,10 +193,10 @@ def verify_marked(folder: str, step: int, content: bool = False) -> Optional[str
 
 
 def verify_content(folder: str, marker: dict) -> Optional[str]:
-    """Every file's checksum against the marker's; None when they all match (or none recorded)."""
+    """Every file's checksum against the marker's; None when they all match."""
     expected = marker.get("checksums")
     if not expected:
-        return None  # a marker from before checksums: sizes are all it can vouch for
+        return f"{MARKER} records no checksums: its contents cannot be proven whole"
     try:
         actual = checksums(folder, expected, marker.get("checksum", CHECKSUM))
     except (OSError, ValueError) as exc:
@@ -206,7 +208,8 @@ def verify_content(folder: str, marker: dict) -> Optional[str]:
 
 
 def verify_unmarked(folder: str, world_size: int, save_contents: Iterable[str]) -> Optional[str]:
-    """For checkpoints written without the marker (another trainer): every expected file exists."""
+    """For a checkpoint named by ``trainer.resume_from_path`` that carries no marker (another
+    trainer wrote it): every expected file exists. Never used to pick a checkpoint by itself."""
     if not os.path.isfile(os.path.join(folder, "data.pt")):
         return "data.pt is missing"
     prefixes = {"model": "model", "optimizer": "optim", "extra": "extra_state"}
@@ -228,24 +231,22 @@ class Selection:
     rejected: dict[int, str] = field(default_factory=dict)  # step -> why not usable
     tracker_step: Optional[int] = None
     tracker_problem: Optional[str] = None
-    marked: bool = True
 
 
-def select_checkpoint(root: str, world_size: int = 1, save_contents: Iterable[str] = ("model",)) -> Selection:
-    """The checkpoint ``resume_mode=auto`` should load.
+def select_checkpoint(root: str) -> Selection:
+    """The checkpoint ``resume_mode=auto`` should load: only one proven whole.
 
     The tracker's checkpoint if it is complete; otherwise the newest complete one before it
-    (any complete one if the tracker is unreadable). Complete = marked and intact; when no
-    folder under ``root`` carries a marker (written by a trainer without the journal), every
-    expected shard file and ``data.pt`` must exist instead.
+    (any complete one if the tracker is unreadable). Complete = its marker is there, every file
+    it lists has the listed size and the listed checksum. A folder without a marker is never a
+    candidate, whatever files it holds: its write (or the step's metrics) never finished.
     """
     dirs = step_dirs(root)
     tracker_step, tracker_problem = read_tracker(root)
-    marked = any(os.path.exists(os.path.join(p, MARKER)) for p in dirs.values())
     rejected = {}
-    intact = []  # by files and sizes: cheap, for every folder
+    intact = []  # by marker, files and sizes: cheap, for every folder
     for step, path in sorted(dirs.items()):
-        why = verify_marked(path, step) if marked else verify_unmarked(path, world_size, save_contents)
+        why = verify_marked(path, step)
         if why is None:
             intact.append(step)
         else:
@@ -256,7 +257,7 @@ def select_checkpoint(root: str, world_size: int = 1, save_contents: Iterable[st
     # Content (checksums) only for the checkpoint about to be loaded, newest first: reading a
     # 400 GB checkpoint is paid once per start, not once per folder kept.
     for step in candidates:
-        why = verify_marked(dirs[step], step, content=True) if marked else None
+        why = verify_marked(dirs[step], step, content=True)
         if why is None:
             chosen = step
             break
@@ -270,7 +271,6 @@ def select_checkpoint(root: str, world_size: int = 1, save_contents: Iterable[st
         rejected=rejected,
         tracker_step=tracker_step,
         tracker_problem=tracker_problem,
-        marked=marked,
     )
 
 
@@ -285,17 +285,16 @@ def quarantine(path: str) -> str:
     return target
 
 
-def repair_checkpoints(
-    root: str, world_size: int = 1, save_contents: Iterable[str] = ("model",), selection: Optional[Selection] = None
-) -> Selection:
+def repair_checkpoints(root: str, selection: Optional[Selection] = None) -> Selection:
     """Make ``root`` say exactly what ``select_checkpoint`` picked: tracker rewritten atomically
-    (set aside as ``.invalid`` when starting from scratch), unusable folders newer than the pick
-    renamed away (``global_step_<N>.incomplete``), nothing deleted."""
-    selection = selection or select_checkpoint(root, world_size, save_contents)
+    (set aside as ``.invalid`` when starting from scratch), every folder not proven whole renamed
+    away (``global_step_<N>.incomplete``, the reason printed), nothing deleted."""
+    selection = selection or select_checkpoint(root)
     for step, path in step_dirs(root).items():
-        if step > selection.step and step in selection.rejected:
+        if step in selection.rejected:
             new = quarantine(path)
-            _log(f"{os.path.basename(path)} is not usable ({selection.rejected[step]}); moved to {os.path.basename(new)}")
+            _log(f"{os.path.basename(path)} is not proven whole ({selection.rejected[step]}); quarantined as "
+                 f"{os.path.basename(new)} (kept, never loaded)")
     tracker = os.path.join(root, TRACKER)
     if selection.step > 0:
         if selection.tracker_step != selection.step:
@@ -328,6 +327,7 @@ class Plan:
     run_dir: str
     metrics_path: Optional[str]
     selection: Optional[Selection] = None
+    data_order: Optional[dict] = None  # data_order.plan_data_order's decision
 
 
 def run_paths(config) -> tuple[str, str]:
@@ -341,8 +341,6 @@ def plan_resume(config, error_cls) -> Plan:
     trainer = config.trainer
     paths = RunPaths.of(config)
     metrics_path, root, run_dir = paths.metrics, paths.checkpoints, paths.run_dir
-    world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
-    save_contents = list(config.actor_rollout_ref.actor.checkpoint.get("save_contents", ["model"]) or [])
     mode = str(trainer.get("resume_mode", "auto"))
     plan = Plan(0, "", root, run_dir, metrics_path)
     if mode == "disable":
@@ -354,21 +352,43 @@ def plan_resume(config, error_cls) -> Plan:
             raise error_cls(f"trainer.resume_from_path={path!r} is not an existing global_step_<N> checkpoint folder")
         step = int(match.group(1))
         marked = os.path.exists(os.path.join(path, MARKER))
-        why = verify_marked(path, step, content=True) if marked else verify_unmarked(path, world_size, save_contents)
+        if marked:
+            why = verify_marked(path, step, content=True)
+        else:  # named by hand (e.g. another trainer's checkpoint): the files can only be counted
+            world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
+            save_contents = list(config.actor_rollout_ref.actor.checkpoint.get("save_contents", ["model"]) or [])
+            why = verify_unmarked(path, world_size, save_contents)
         if why is not None:
             raise error_cls(f"trainer.resume_from_path={path!r} is not a complete checkpoint: {why}")
-        plan.step, plan.why = step, f"trainer.resume_from_path={path}"
+        unproven = "" if marked else f" (no {MARKER}: its files exist, their contents are not proven)"
+        plan.step, plan.why = step, f"trainer.resume_from_path={path}{unproven}"
     else:
-        plan.selection = select_checkpoint(root, world_size, save_contents)
+        plan.selection = select_checkpoint(root)
+        refuse_meaningless_tracker(root, plan.selection, error_cls)
         plan.step = plan.selection.step
         if plan.step:
             plan.why = f"resuming after step {plan.step} from {plan.selection.path}"
         elif plan.selection.rejected:
             reasons = "; ".join(f"global_step_{k}: {v}" for k, v in sorted(plan.selection.rejected.items()))
-            plan.why = f"no usable checkpoint in trainer.default_local_dir={root} ({reasons})"
+            plan.why = f"no checkpoint proven whole in trainer.default_local_dir={root} ({reasons}); starting fresh"
         else:
             plan.why = f"no checkpoint in trainer.default_local_dir={root}"
     return plan
+
+
+def refuse_meaningless_tracker(root: str, selection: Selection, error_cls) -> None:
+    """A tracker naming step 0 or below was written by hand (upstream writes the step of a saved
+    checkpoint, >= 1): which checkpoint was meant cannot be guessed, so the start is refused."""
+    step = selection.tracker_step
+    if step is None or step >= 1:
+        return
+    complete = [s for s in sorted(step_dirs(root)) if s not in selection.rejected]
+    shown = ", ".join(f"global_step_{s}" for s in complete) or "none"
+    raise error_cls(
+        f"{os.path.join(root, TRACKER)} reads {step}, which names no checkpoint (steps start at 1); complete "
+        f"checkpoints in trainer.default_local_dir: {shown}. Accepted: the step of the checkpoint to resume from "
+        f"in that file (e.g. {complete[-1] if complete else 1}), or remove the file to resume from the newest complete one"
+    )
 
 
 def prepare_run(config, plan: Plan) -> int:
@@ -390,8 +410,7 @@ def prepare_run(config, plan: Plan) -> int:
                               "checkpoint_dir": plan.checkpoint_dir}
     selection = plan.selection
     if selection is not None:
-        world_size = int(trainer.nnodes) * int(trainer.n_gpus_per_node)
-        repair_checkpoints(plan.checkpoint_dir, world_size, selection=selection)
+        repair_checkpoints(plan.checkpoint_dir, selection=selection)
         record.update(
             tracker_step=selection.tracker_step,
             tracker_problem=selection.tracker_problem,
@@ -414,9 +433,14 @@ def prepare_run(config, plan: Plan) -> int:
         if dropped:
             _log(f"{path}: kept {kept} records up to step {step}; {dropped} moved to {side_file_for(path, stamp)}")
     record["trimmed"] = trimmed
+    fresh_order = False
+    if plan.data_order is not None:
+        record_data_order(run_dir, plan.data_order)
+        fresh_order = plan.data_order["fresh_order"]
+        record["data_order"] = {"fresh_order": fresh_order, "note": plan.data_order["note"]}
     append_jsonl(os.path.join(run_dir, RESUME_LOG), record)
 
-    env = {ENV_RUN_DIR: run_dir, ENV_METRICS_APPEND: "1"}
+    env = {ENV_RUN_DIR: run_dir, ENV_METRICS_APPEND: "1", ENV_FRESH_DATA_ORDER: "1" if fresh_order else "0"}
     if metrics_path:
         # Nodes started with `ray start` do not inherit the driver's environment: without this
         # the trainer's file logger writes to ./<project>/<experiment>.jsonl on its own node.

@@ -12,6 +12,7 @@ what was picked and why), ``*.trimmed-<time>.jsonl`` (records a resume removed),
 
 from __future__ import annotations
 
+import errno as errno_names
 import json
 import os
 from typing import Optional
@@ -24,6 +25,40 @@ PROMPTS_FILE = "prompts.jsonl"
 STATUS_FILE = "status.json"
 RESUME_LOG = "resume.jsonl"
 HISTORY_FILES = ("metrics.jsonl", PROMPTS_FILE, "rollout_groups.jsonl")
+
+
+class RunFileError(OSError):
+    """A file of the run's record (metrics, journal, checkpoint marker) could not be written.
+
+    Raised instead of the bare ``OSError`` so the run stops at the first lost record, with one
+    message naming the file and the errno; everything recorded before is intact and the last
+    complete checkpoint resumes. Constructed like ``OSError(errno, strerror, filename)`` so it
+    pickles through Ray unchanged."""
+
+    def __str__(self) -> str:
+        code = errno_names.errorcode.get(self.errno, "?") if self.errno is not None else "?"
+        return (
+            f"cannot write {self.filename}: errno {self.errno} ({code}: {self.strerror}). The run stopped here so "
+            "that no further record is lost; fix the cause (permissions, free space) and run the same command "
+            "again: it resumes from the last complete checkpoint"
+        )
+
+    @classmethod
+    def of(cls, path: str, exc: OSError) -> "RunFileError":
+        if isinstance(exc, cls):
+            return exc
+        return cls(exc.errno, exc.strerror or str(exc), os.path.abspath(path))
+
+
+def run_file_error(exc: BaseException) -> Optional[RunFileError]:
+    """The ``RunFileError`` behind ``exc``, also when Ray wrapped it (``RayTaskError.cause``)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, RunFileError) and type(exc) is RunFileError:
+            return exc
+        exc = getattr(exc, "cause", None) or exc.__cause__ or exc.__context__
+    return None
 
 
 def _fsync_dir(path: str) -> None:
@@ -48,12 +83,14 @@ def write_atomic(path: str, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         # A full disk or a kill signal mid-write: leave no half-written temporary behind.
         try:
             os.remove(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise RunFileError.of(path, exc) from exc
         raise
     _fsync_dir(os.path.dirname(os.path.abspath(path)))
 
@@ -61,11 +98,14 @@ def write_atomic(path: str, data: bytes) -> None:
 def append_jsonl(path: str, record: dict) -> None:
     """One ``write`` per record on an ``O_APPEND`` file: a kill leaves whole lines (or a torn last one)."""
     line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise RunFileError.of(path, exc) from exc
 
 
 def read_jsonl(path: str) -> list[dict]:

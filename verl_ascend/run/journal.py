@@ -61,10 +61,7 @@ class RunJournal:
         if not self.run_dir:
             return
         status = {"step": int(step), "phase": phase, "pid": os.getpid(), "time": time.time()}
-        try:
-            write_atomic(os.path.join(self.run_dir, STATUS_FILE), json.dumps(status).encode())
-        except OSError:
-            pass
+        write_atomic(os.path.join(self.run_dir, STATUS_FILE), json.dumps(status).encode())  # RunFileError stops the run
 
     def record_prompts(self, batch, step: int) -> None:
         """One ``prompts.jsonl`` line per chunk taken from the dataloader."""

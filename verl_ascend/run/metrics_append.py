@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 
-from verl_ascend.run.files import ENV_METRICS_APPEND
+from verl_ascend.run.files import ENV_METRICS_APPEND, RunFileError
 
 
 def install_metrics_append() -> bool:
     """Runtime patch: upstream's ``FileLogger`` appends to ``$VERL_FILE_LOGGER_PATH`` instead of
-    truncating it (``open(path, "wb")`` in verl 0.9.1 ``utils/tracking.py``).
+    truncating it (``open(path, "wb")`` in verl 0.9.1 ``utils/tracking.py``), and a failed open or
+    write stops the run with ``RunFileError`` naming the file and the errno (upstream's bare
+    ``PermissionError`` came after the step's checkpoint was written, a step with no metrics).
 
     Switched on by ``VERL_ASCEND_METRICS_APPEND=1`` (set by the recipe's entry point after it has
     trimmed the file to the resumed step); installed in the process that builds ``Tracking``.
@@ -39,9 +41,18 @@ def install_metrics_append() -> bool:
             self.project_name = project_name
             self.experiment_name = experiment_name
             self.filepath = path
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             print(f"Appending file logger at {os.path.abspath(path)}")
-            self.fp = open(path, "ab", buffering=0)
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                self.fp = open(path, "ab", buffering=0)
+            except OSError as exc:
+                raise RunFileError.of(path, exc) from exc
+
+        def log(self, data, step):
+            try:
+                super().log(data, step)
+            except OSError as exc:
+                raise RunFileError.of(self.filepath, exc) from exc
 
     AppendingFileLogger.__name__ = upstream.__name__
     AppendingFileLogger.__qualname__ = upstream.__qualname__

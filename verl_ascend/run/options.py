@@ -24,6 +24,7 @@ class FaultTolerance:
     allow_no_checkpoints: bool = False  # trainer.save_freq <= 0 is refused unless true
     start_over: bool = False  # a start that would resume nothing on top of earlier records: refused unless true
     check_free_space: bool = True  # refuse a checkpoint folder without room for one checkpoint
+    new_data_order: bool = False  # resume on changed training data: a fresh data order (else refused)
 
     @classmethod
     def from_config(cls, config: Any) -> "FaultTolerance":

@@ -51,6 +51,11 @@ def nearest_existing(path: str, error_cls, key: str) -> str:
     """The deepest existing folder on ``path``'s way; a regular file on the way is an error."""
     probe = os.path.abspath(path)
     while not os.path.exists(probe):
+        if os.path.islink(probe):  # creating anything below it would fail with FileNotFoundError
+            raise error_cls(
+                f"{key}={path!r}: {probe!r} is a symbolic link to {os.readlink(probe)!r}, which does not exist; "
+                "accepted: create the link's target, or a path without a dangling link"
+            )
         parent = os.path.dirname(probe)
         if parent == probe:
             break

@@ -33,6 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 KEY = "trainer.v1.dapo_ascend.warm_workers"
+# Each warm worker is a process holding verl imported: 495 MiB resident, measured (`import verl`,
+# maxrss). A driver-local run creates a few dozen actors at most (TaskRunner, TransferQueue, one
+# per training rank and rollout server, the agent-loop workers), so more than 64 only adds idle
+# processes: 64 of them already hold about 31 GiB.
+MAX_WARM_WORKERS = 64
 PRELOAD = ("verl",)  # what every actor of the run imports first; the rest is a few seconds each
 
 

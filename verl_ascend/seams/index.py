@@ -573,8 +573,9 @@ SEAMS: tuple[Seam, ...] = (
         ),
         why=(
             "The recipe's trainer adds reward/agent-loop/tail metrics to upstream's _compute_metrics, a trace "
-            "check around upstream's profiling steps, the profiled step for the CPU backend's hf servers, and the "
-            "replay buffer's poll interval; upstream offers no hook for any of these."
+            "check around upstream's profiling steps, the profiled step for the CPU backend's hf servers, the "
+            "replay buffer's poll interval, and a resume on new data that keeps the dataloader's fresh position "
+            "(_load_checkpoint); upstream offers no hook for any of these."
         ),
         switched_on="trainer.v1.trainer_mode=dapo_ascend (the recipe's registered trainer).",
         upstream_fix=(
@@ -591,6 +592,7 @@ SEAMS: tuple[Seam, ...] = (
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._stop_profiling": "f34c89f92b94e203",
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._build_replay_buffer": "e0a1b665f5d73bc1",
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._compute_metrics": "9c7140c1189ed2e4",
+            "verl.trainer.ppo.v1.trainer_base:PPOTrainer._load_checkpoint": "52b412c5395b2cae",
         },
         removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.on_compute_metrics"),),
     ),

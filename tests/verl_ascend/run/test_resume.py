@@ -8,7 +8,7 @@ Checked on the real run (one module-scoped scenario, four starts of the same com
   order: no prompt skipped or repeated across the kills;
 - the metrics file holds each training step once, 1..N, across the kills.
 Unit tests below pin the selection rules on hand-made checkpoint folders (truncated tracker,
-truncated shard, deleted shards, unmarked checkpoints) and the one runtime patch.
+truncated shard, deleted shards, checkpoints without a marker: quarantined) and the one runtime patch.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_tracker_checkpoint_used_when_complete(tmp_path):
     for step in (1, 2, 3):
         _checkpoint(tmp_path, step)
     _tracker(tmp_path, "2")  # e.g. rolled back by hand: upstream's tracker is respected
-    sel = checkpoints.select_checkpoint(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.select_checkpoint(str(tmp_path))
     assert (sel.step, sel.rejected) == (2, {})
 
 
@@ -56,19 +56,19 @@ def test_interrupted_write_is_never_picked(tmp_path):
     _checkpoint(tmp_path, 2)
     _checkpoint(tmp_path, 3, marked=False)  # killed before the marker: upstream may already say 3
     _tracker(tmp_path, "3")
-    sel = checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.repair_checkpoints(str(tmp_path))
     assert sel.step == 2 and "no verl_ascend_complete.json" in sel.rejected[3]
     assert (tmp_path / checkpoints.TRACKER).read_text() == "2"
     assert not (tmp_path / "global_step_3").exists() and (tmp_path / "global_step_3.incomplete").is_dir()
     # Idempotent: a second start sees the same state.
-    assert checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS).step == 2
+    assert checkpoints.repair_checkpoints(str(tmp_path)).step == 2
 
 
 def test_truncated_tracker_falls_back_to_newest_complete(tmp_path):
     _checkpoint(tmp_path, 1)
     _checkpoint(tmp_path, 2)
     _tracker(tmp_path, "")  # killed inside upstream's open("w")/write: int("") would crash resume
-    sel = checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.repair_checkpoints(str(tmp_path))
     assert sel.step == 2 and sel.tracker_problem.startswith("unreadable")
     assert (tmp_path / checkpoints.TRACKER).read_text() == "2"
 
@@ -83,7 +83,7 @@ def test_truncated_or_deleted_shards_are_rejected(tmp_path):
     for f in (two / "actor").iterdir():
         f.unlink()
     _tracker(tmp_path, "3")
-    sel = checkpoints.select_checkpoint(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.select_checkpoint(str(tmp_path))
     assert sel.step == 1
     assert "7 bytes" in sel.rejected[3] and "missing" in sel.rejected[2]
 
@@ -93,7 +93,7 @@ def test_nothing_complete_starts_from_scratch(tmp_path):
     _checkpoint(tmp_path, 2, marked=True, data=False)  # marked while data.pt was missing
     (tmp_path / "global_step_2" / "data.pt").write_bytes(b"")  # appears later: still not vouched for
     _tracker(tmp_path, "1")
-    sel = checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.repair_checkpoints(str(tmp_path))
     assert sel.step == 0
     assert not (tmp_path / checkpoints.TRACKER).exists() and (tmp_path / (checkpoints.TRACKER + ".invalid")).exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("global_step")) == [
@@ -102,13 +102,48 @@ def test_nothing_complete_starts_from_scratch(tmp_path):
     ]
 
 
-def test_unmarked_checkpoints_from_other_trainers_are_checked_file_by_file(tmp_path):
-    _checkpoint(tmp_path, 1, marked=False, world=2)
-    partial = _checkpoint(tmp_path, 2, marked=False, world=2)
-    (partial / "actor" / "model_world_size_2_rank_1.pt").unlink()
+def test_checkpoints_without_a_marker_are_quarantined_not_resumed(tmp_path, capsys):
+    """The metrics write of step 2 failed: no folder carries a marker. File existence proves
+    nothing (the step's metrics were never recorded): nothing is resumed, nothing is deleted."""
+    _checkpoint(tmp_path, 1, marked=False)
+    _checkpoint(tmp_path, 2, marked=False)
     _tracker(tmp_path, "2")
-    sel = checkpoints.select_checkpoint(str(tmp_path), 2, CONTENTS)
-    assert (sel.step, sel.marked) == (1, False) and "model_world_size_2_rank_1.pt" in sel.rejected[2]
+    sel = checkpoints.repair_checkpoints(str(tmp_path))
+    assert sel.step == 0 and sel.path is None
+    assert all("no verl_ascend_complete.json" in sel.rejected[s] for s in (1, 2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "global_step_1.incomplete", "global_step_2.incomplete", checkpoints.TRACKER + ".invalid"]
+    assert (tmp_path / "global_step_2.incomplete" / "data.pt").read_bytes() == b"d" * 10  # kept as it was
+    out = capsys.readouterr().out
+    assert "global_step_2 is not proven whole (no verl_ascend_complete.json" in out and "quarantined as" in out
+
+
+def test_older_unproven_folders_are_quarantined_too(tmp_path):
+    _checkpoint(tmp_path, 1, marked=False)
+    _checkpoint(tmp_path, 2)
+    _tracker(tmp_path, "2")
+    assert checkpoints.repair_checkpoints(str(tmp_path)).step == 2
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("global")) == [
+        "global_step_1.incomplete", "global_step_2"]
+
+
+def test_a_marker_without_checksums_does_not_prove_a_checkpoint(tmp_path):
+    _checkpoint(tmp_path, 1)
+    two = _checkpoint(tmp_path, 2)
+    marker = json.loads((two / checkpoints.MARKER).read_text())
+    del marker["checksums"]
+    (two / checkpoints.MARKER).write_text(json.dumps(marker))
+    sel = checkpoints.select_checkpoint(str(tmp_path))
+    assert sel.step == 1 and "records no checksums" in sel.rejected[2]
+
+
+def test_a_good_checkpoint_is_resumed_and_kept(tmp_path):
+    _checkpoint(tmp_path, 1)
+    _checkpoint(tmp_path, 2)
+    _tracker(tmp_path, "2")
+    sel = checkpoints.repair_checkpoints(str(tmp_path))
+    assert (sel.step, sel.rejected) == (2, {}) and sel.path == str(tmp_path / "global_step_2")
+    assert not any(p.name.endswith(checkpoints.INCOMPLETE_SUFFIX) for p in tmp_path.iterdir())
 
 
 def test_trim_jsonl_keeps_whole_records_up_to_the_step(tmp_path):
@@ -118,7 +153,7 @@ def test_trim_jsonl_keeps_whole_records_up_to_the_step(tmp_path):
     assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2]
 
 
-def test_same_size_corruption_is_caught_by_checksum(tmp_path):
+def test_same_size_corruption_is_caught_by_checksum(tmp_path, capsys):
     _checkpoint(tmp_path, 1)
     two = _checkpoint(tmp_path, 2)
     shard = two / "actor" / "model_world_size_1_rank_0.pt"
@@ -129,10 +164,11 @@ def test_same_size_corruption_is_caught_by_checksum(tmp_path):
     assert shard.stat().st_size == size
     _tracker(tmp_path, "2")
     assert checkpoints.verify_marked(str(two), 2) is None  # sizes alone cannot tell
-    sel = checkpoints.repair_checkpoints(str(tmp_path), 1, CONTENTS)
+    sel = checkpoints.repair_checkpoints(str(tmp_path))
     assert sel.step == 1
     assert "actor/model_world_size_1_rank_0.pt does not match its sha256 checksum" in sel.rejected[2]
     assert (tmp_path / "global_step_2.incomplete").is_dir() and (tmp_path / checkpoints.TRACKER).read_text() == "1"
+    assert "global_step_2 is not proven whole (actor/model_world_size_1_rank_0.pt does not match" in capsys.readouterr().out
 
 
 def test_only_the_checkpoint_to_load_is_read_for_its_checksum(tmp_path, monkeypatch):
@@ -141,7 +177,7 @@ def test_only_the_checkpoint_to_load_is_read_for_its_checksum(tmp_path, monkeypa
     read = []
     real = checkpoints.file_checksum
     monkeypatch.setattr(checkpoints, "file_checksum", lambda path, *a: read.append(path) or real(path, *a))
-    assert checkpoints.select_checkpoint(str(tmp_path), 1, CONTENTS).step == 3
+    assert checkpoints.select_checkpoint(str(tmp_path)).step == 3
     assert read and all("global_step_3" in p for p in read)
 
 

@@ -1,0 +1,175 @@
+"""Bad inputs that used to start Ray or end in a traceback, each refused before Ray by the real entry
+point (in-process ``main_with_config``, exit 2, the key or file named, no traceback) -- or accepted
+where the docs say so (``rollout_timeout_s=0``: off; a second ``make demo`` with
+``VERL_FILE_LOGGER_PATH`` set: a fresh start like the first).
+
+Real files throughout: the tiny model and data, output folders, a dangling symbolic link, a marked
+checkpoint with a hand-written tracker. Ray is replaced by a stub that counts the starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from verl_ascend.run import checkpoints
+from verl_ascend.run.files import RESUME_LOG, read_jsonl
+from verl_ascend.run.run_guard import RunLock
+from tests.recipe.helpers import REPO
+
+EXPERIMENT = "dapo_tiny_cpu"
+
+
+@pytest.fixture
+def entry(tiny_dir, tmp_path, monkeypatch, capsys):
+    """``start(*overrides) -> (exit code, stdout + stderr)`` of the entry point on the tiny config."""
+    from hydra import compose, initialize_config_dir
+
+    from recipe.dapo_ascend import main_dapo
+
+    monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(tmp_path / "out"))
+    for name in ("VERL_FILE_LOGGER_PATH", "DRY_RUN", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(RunLock, "held", [])
+    monkeypatch.setattr(RunLock, "locked", set())
+    started = []
+    monkeypatch.setattr(main_dapo, "run", lambda config: started.append(config))
+
+    def start(*overrides):
+        with initialize_config_dir(config_dir=str(REPO / "recipe" / "dapo_ascend" / "config"), version_base=None):
+            cfg = compose(config_name="dapo_tiny_cpu", overrides=[f"tiny_dir={tiny_dir}", *overrides])
+        code = main_dapo.main_with_config(cfg)
+        captured = capsys.readouterr()
+        return code, captured.out + captured.err
+
+    def release():  # what the end of the driver process does
+        while RunLock.held:
+            os.close(RunLock.held.pop())
+        RunLock.locked.clear()
+
+    start.started, start.release = started, release
+    yield start
+    release()
+
+
+def _refused(result, *needles):
+    code, text = result
+    assert code == 2, text[-3000:]
+    for needle in needles:
+        assert needle in text, (needle, text[-3000:])
+    assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("overrides, needles", [
+    (["trainer.v1.dapo_ascend.warm_workers=100000"],
+     ["trainer.v1.dapo_ascend.warm_workers=100000", "an integer from 0 (off) to 64"]),
+    (["trainer.v1.dapo_ascend.warm_workers=-1"], ["trainer.v1.dapo_ascend.warm_workers=-1"]),
+    (["+fault_tolerance.rollout_timout_s=5"],  # a typo: silently the default before
+     ["fault_tolerance.rollout_timout_s: unknown key", "'rollout_timeout_s'", "'new_data_order'"]),
+    ([f"trainer.experiment_name={'x' * 300}"], ["trainer.experiment_name='xxx", "at most 200 bytes"]),
+    (["fault_tolerance.rollout_timeout_s=-1"], ["fault_tolerance.rollout_timeout_s=-1", "0: off"]),
+])
+def test_refused_before_ray_naming_the_key(entry, tmp_path, overrides, needles):
+    _refused(entry(*overrides), *needles)
+    assert entry.started == [] and not (tmp_path / "out").exists()
+
+
+def test_accepted_bounds(entry):
+    """The largest warm-worker count, a 200-byte name and rollout_timeout_s=0 (documented: off) start."""
+    code, text = entry("trainer.v1.dapo_ascend.warm_workers=64", f"trainer.experiment_name={'n' * 200}",
+                       "fault_tolerance.rollout_timeout_s=0")
+    assert code == 0 and len(entry.started) == 1, text[-3000:]
+    from verl_ascend.run.options import FaultTolerance
+    from verl_ascend.run.watchdog import RolloutWatchdog
+
+    dog = RolloutWatchdog.from_config(entry.started[0], lambda: [])
+    assert dog.rollout_timeout_s == 0.0 == FaultTolerance.from_config(entry.started[0]).rollout_timeout_s
+
+
+def test_rollout_timeout_zero_never_fails_the_wait():
+    from types import SimpleNamespace
+
+    from verl_ascend.run.watchdog import RolloutWatchdog
+
+    now = [0.0]
+    dog = RolloutWatchdog(lambda: [], rollout_timeout_s=0, ping_timeout_s=60, clock=lambda: now[0])
+    buffer = SimpleNamespace(pending_keys={"train": [1]}, running_keys={"train": []}, finished_keys={"train": []},
+                             failure_keys={"train": []}, partitions={"train": []})
+    dog.begin(1, "train")
+    now[0] = 10**7  # months without progress
+    dog.check(buffer, "train")  # no RolloutStalledError
+    stalled = RolloutWatchdog(lambda: [], rollout_timeout_s=30, ping_timeout_s=60, clock=lambda: now[0])
+    stalled.begin(1, "train")
+    stalled.check(buffer, "train")
+    now[0] += 31
+    with pytest.raises(Exception, match="rollout_timeout_s=30"):
+        stalled.check(buffer, "train")
+
+
+def test_metrics_path_that_is_a_device(entry, tmp_path, monkeypatch):
+    """/dev/zero as the metrics file would be read back forever (trim at resume, progress line)."""
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "/dev/zero")
+    _refused(entry(), "VERL_FILE_LOGGER_PATH='/dev/zero' is not a regular file; accepted: a file path")
+    assert entry.started == []
+
+
+def test_output_folder_that_is_a_dangling_link(entry, tmp_path, monkeypatch):
+    link = tmp_path / "outputs"
+    link.symlink_to(tmp_path / "gone")
+    monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(link))
+    _refused(entry(), f"{link}' is a symbolic link to '{tmp_path / 'gone'}', which does not exist",
+             "create the link's target")
+    assert entry.started == [] and not (tmp_path / "gone").exists()
+
+
+def _marked_checkpoint(root: Path, step: int) -> None:
+    folder = root / f"global_step_{step}"
+    (folder / "actor").mkdir(parents=True)
+    (folder / "actor" / "model_world_size_1_rank_0.pt").write_bytes(b"w" * 64)
+    (folder / "data.pt").write_bytes(b"d" * 8)
+    checkpoints.write_marker(str(folder), step)
+
+
+@pytest.mark.parametrize("text", ["0", "-3"])
+def test_tracker_naming_no_step_points_at_the_tracker(entry, tmp_path, text):
+    root = tmp_path / "out" / "checkpoints" / EXPERIMENT
+    for step in (1, 2):
+        _marked_checkpoint(root, step)
+    tracker = root / checkpoints.TRACKER
+    tracker.write_text(text)
+    _refused(entry(), f"{tracker} reads {text}, which names no checkpoint",
+             "complete checkpoints in trainer.default_local_dir: global_step_1, global_step_2", "(e.g. 2)")
+    assert entry.started == [] and tracker.read_text() == text
+    assert sorted(p.name for p in root.iterdir()) == ["global_step_1", "global_step_2", checkpoints.TRACKER]
+
+
+def test_second_demo_with_an_outside_metrics_file_starts_from_step_1(entry, tmp_path, monkeypatch):
+    """README: `VERL_FILE_LOGGER_PATH=... make demo`, twice. The journal stays in the run folder,
+    which `make demo` removes; the metrics file elsewhere is rolled back like the others."""
+    metrics = tmp_path / "elsewhere" / "m.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(metrics))
+    out = tmp_path / "out"
+    for attempt in (1, 2):
+        code, text = entry()
+        assert code == 0 and len(entry.started) == attempt, text[-3000:]
+        assert "training starts from step 1" in text
+        run_dir = out / EXPERIMENT
+        assert read_jsonl(str(run_dir / RESUME_LOG))[-1]["resume_step"] == 0
+        assert not metrics.exists() if attempt == 1 else metrics.read_text() == ""  # nothing of the first run left in it
+        # What the demo's run leaves: 3 steps of metrics outside, the journal and a checkpoint inside.
+        metrics.parent.mkdir(exist_ok=True)
+        metrics.write_text("".join(json.dumps({"step": s, "data": {}}) + "\n" for s in (1, 2, 3)))
+        (run_dir / "prompts.jsonl").write_text('{"step": 1, "index": [0]}\n')
+        (run_dir / "rollout_groups.jsonl").write_text('{"step": 1, "event": "trained", "uids": ["a"]}\n')
+        _marked_checkpoint(out / "checkpoints" / EXPERIMENT, 3)
+        assert not (metrics.parent / "prompts.jsonl").exists()  # the journal is not next to the metrics
+        entry.release()  # the first run's process ends
+        # `make demo` starts by removing its own output folders.
+        shutil.rmtree(run_dir)
+        shutil.rmtree(out / "checkpoints" / EXPERIMENT)
+    (side,) = [p for p in metrics.parent.iterdir() if p.name.startswith("m.trimmed-")]
+    assert [json.loads(x)["step"] for x in side.read_text().splitlines()] == [1, 2, 3]  # kept, not erased
