@@ -78,6 +78,8 @@ VARIABLES: tuple[EnvVar, ...] = (
            "The run's folder, exported by the driver to the trainer process."),
     EnvVar("VERL_ASCEND_METRICS_APPEND", "wire", None, "run",
            "Set by the driver when a resumed run must append to (not truncate) metrics.jsonl."),
+    EnvVar("VERL_ASCEND_FRESH_DATA_ORDER", "wire", None, "run/data_order.py",
+           "Set by the driver (1) when fault_tolerance.new_data_order starts a fresh data order on resume."),
     EnvVar("VERL_ASCEND_ENV_PROFILE", "wire", None, "verl/ascend/env_profile.py",
            "The whole Ascend env profile (JSON) for the processes Ray starts, roles included."),
     EnvVar("VERL_ASCEND_FUSED_OP_COUNTS", "wire", None, "verl/ascend/ops/counts.py",
