@@ -10,7 +10,10 @@ Free-form places are not checked: mappings that are empty in the reference (``ov
 ``engine_kwargs.vllm``, ...), the ``ray.init`` keyword arguments, the dapo manager's
 ``reward.reward_kwargs`` (checked by the reward rules), per-mode sections under ``trainer.v1``
 (read as ``trainer.v1.<trainer_mode>``), and new top-level sections (this project's ``ascend``,
-interpolation helpers) which upstream code never looks at. Upstream also reads a few optional keys
+interpolation helpers) which upstream code never looks at. A section the reference builds into a config
+dataclass (its ``_target_``) also accepts that dataclass's fields: upstream constructs the section
+into it, so a field its YAML omits (``RolloutConfig.enable_sleep_mode``, read by the vLLM server) is a
+key all the same. Upstream also reads a few optional keys
 with ``.get()`` that its YAML does not declare; those are listed in OPTIONAL_KEYS. Because such
 reads can exist in code the doctor does not know (a custom trainer or reward function), an unknown
 key is a warning, not an error: ``--strict`` refuses it.
@@ -18,8 +21,10 @@ key is a warning, not an error: ``--strict`` refuses it.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +69,17 @@ def upstream_reference(strategy: str = "fsdp") -> dict:
     return yaml.safe_load((folder / name).read_text(encoding="utf-8"))
 
 
+@functools.lru_cache(maxsize=128)
+def dataclass_fields(target: str) -> frozenset[str]:
+    """Field names of the config dataclass ``target`` (a reference section's ``_target_``); empty if none."""
+    module, _, name = target.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name) if module else None
+    except (ImportError, AttributeError):
+        return frozenset()
+    return frozenset(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else frozenset()
+
+
 def unknown_keys(config: Any, reference: dict) -> list[tuple[str, list[str]]]:
     """(dotted key, close matches) for every key under a reference section that the reference lacks."""
     tree = OmegaConf.to_container(config, resolve=False) if not isinstance(config, dict) else config
@@ -77,13 +93,14 @@ def unknown_keys(config: Any, reference: dict) -> list[tuple[str, list[str]]]:
 def _walk(node: dict, ref: dict, path: str, found: list) -> None:
     if path in FREE_FORM or not ref:
         return
+    fields = dataclass_fields(str(ref.get("_target_", "")))
     for key, value in node.items():
         dotted = f"{path}.{key}"
-        if key not in ref:
+        if key not in ref and key not in fields:
             per_mode = path in MODE_SECTIONS and isinstance(value, dict)
             if dotted not in FREE_FORM and dotted not in OPTIONAL_KEYS and not per_mode:
                 found.append((dotted, difflib.get_close_matches(str(key), [str(k) for k in ref], n=2, cutoff=0.6)))
-        elif isinstance(value, dict) and isinstance(ref[key], dict):
+        elif key in ref and isinstance(value, dict) and isinstance(ref[key], dict):
             _walk(value, ref[key], dotted, found)
 
 

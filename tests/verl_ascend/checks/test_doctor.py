@@ -476,6 +476,18 @@ def test_unknown_key_with_suggestion(npu):
     assert "Did you mean actor_rollout_ref.actor.fsdp_config.fsdp_size" in hit.message
 
 
+def test_a_field_of_the_sections_dataclass_is_a_key_though_the_yaml_omits_it(npu):
+    # RolloutConfig.enable_sleep_mode (read by upstream's vLLM server) is absent from the generated YAML.
+    from verl_ascend.checks.rules_schema import upstream_reference
+
+    assert "enable_sleep_mode" not in upstream_reference("fsdp")["actor_rollout_ref"]["rollout"]
+    fine = variant(npu, {"actor_rollout_ref.rollout.enable_sleep_mode": False})
+    assert "unknown_key" not in rules(fine)
+    typo = variant(npu, {"actor_rollout_ref.rollout.enable_sleep_mod": False})
+    (hit,) = findings(typo, rule="unknown_key")
+    assert hit.keys == ("actor_rollout_ref.rollout.enable_sleep_mod",)
+
+
 def test_free_form_and_own_sections_are_not_unknown(npu):
     fine = variant(
         npu,
