@@ -217,3 +217,10 @@ def test_an_installed_release_is_judged_by_its_source_not_a_declaration(tmp_path
     code, out = gate(capsys, path, {**environ, "VERL_ASCEND_TARGET_VLLM_ASCEND": "0.25.1rc1"})
     assert code == 0, out
     assert "vllm-ascend 0.23.0 (installed; names from the installed source)" in out
+
+
+def test_a_declared_release_older_than_every_snapshot_is_named_not_a_traceback(tmp_path, capsys):
+    path, environ = install(tmp_path, vllm_ascend=None)
+    code, out = gate(capsys, path, {**environ, "VERL_ASCEND_TARGET_VLLM_ASCEND": "0.1.0"})
+    assert code == 1, out
+    assert "MISMATCH vllm-ascend: vllm-ascend 0.1.0 (" in out and "older than every supported release" in out

@@ -29,8 +29,9 @@ in a ``<package>-<version>.pins.yaml``) are checked against the installed verl's
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import importlib.machinery
+import importlib.metadata
+import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -177,7 +178,9 @@ def _installed_surface(package: str, path: list[str] | None = None) -> dict | No
     """The surface read from the installed package's own source files (no import of the package)."""
     from verl.ascend.stack_source import read_surface
 
-    spec = importlib.machinery.PathFinder.find_spec(PACKAGES[package], path)
+    # No path: the interpreter's own finders, so an editable install (a meta-path hook) is found too.
+    name = PACKAGES[package]
+    spec = importlib.util.find_spec(name) if path is None else importlib.machinery.PathFinder.find_spec(name, path)
     if spec is None or not spec.submodule_search_locations:
         return None
     root = Path(next(iter(spec.submodule_search_locations))).parent
@@ -205,8 +208,9 @@ def surface(
         stand_in = None if Version(best) == Version(version) else best
         source = f"snapshot {known[best].name}" + (f" (nearest release <= {version})" if stand_in else "")
     own_pins, pins_source = (data.get("requirements"), source) if stand_in is None else (None, "")
-    if stand_in is not None and release_pins(package, version):
-        own_pins, pins_source = release_pins(package, version)
+    pinned = release_pins(package, version) if stand_in is not None else None
+    if pinned:
+        own_pins, pins_source = pinned
     return Surface(
         package,
         version,

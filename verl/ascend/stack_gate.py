@@ -194,7 +194,11 @@ def check_names(environ: Mapping[str, str], path: list[str] | None) -> list[Chec
     for package in stack.PACKAGES:
         # an installed release is judged by its own source, whatever VERL_ASCEND_TARGET_* declares
         declared = {k: v for k, v in environ.items() if k != stack.ENV_KEY[package]}
-        found = stack.surface(package, None, declared if stack.installed_version(package, path) else environ, path)
+        try:
+            found = stack.surface(package, None, declared if stack.installed_version(package, path) else environ, path)
+        except ValueError as exc:  # a declared version that no snapshot covers: named, not a traceback
+            checks.append(Check(False, f"{package}: {exc}"))
+            continue
         tested = ", ".join(sorted(stack.emitted_names(table)[package])) or f"nothing (the profile hands {package} no name)"
         missing = stack.missing_names(table, package, found, gated=False)
         line = f"{found.describe()}: tested {tested}; missing {', '.join(missing) or 'none'}"

@@ -163,11 +163,10 @@ def write_arrival_report(directory: str, environ=None) -> dict:
     received = {name: env.get(name) for name in names}  # before the check fills anything in
     record = {"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[:2], "received": received,
               **check_env_arrival(env)}
+    from verl_ascend.run.files import write_atomic
+
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{os.getpid()}.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(record, f, sort_keys=True)
-    os.replace(path + ".tmp", path)
+    write_atomic(os.path.join(directory, f"{os.getpid()}.json"), json.dumps(record, sort_keys=True).encode())
     return record
 
 

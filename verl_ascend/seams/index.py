@@ -325,7 +325,11 @@ SEAMS: tuple[Seam, ...] = (
             "nothing. (It replaced an import-order hook for vllm-ascend 0.10.0rc1-0.11.x, which acted on no "
             "supported release: mc2 is chosen at layer construction since PR #2167, v0.10.2rc1.)"
         ),
-        switched_on="vllm.general_plugins entry point verl_ascend_env_check, in every vLLM process; NPU platform only.",
+        switched_on=(
+            "vllm.general_plugins entry point verl_ascend_env_check, in every vLLM process; the observer, the env "
+            "line and the host-CPU check on the NPU platform only. On any platform it writes DIR/<pid>.json of what "
+            "arrived when VERL_ASCEND_VLLM_ENV_REPORT=DIR is set (the acceptance run), and touches nothing else."
+        ),
         upstream_fix="None needed: a check, not a fix; vLLM has no hook that reports a process's environment.",
         remove_when="never while the env profile is delivered through the rollout servers' runtime_env.",
         test="tests/npu/test_vllm_plugin.py",

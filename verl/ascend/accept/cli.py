@@ -26,17 +26,18 @@ import sys
 import time
 from pathlib import Path
 
+from verl_ascend import envs
+
 from verl.ascend.accept.report import FAIL, SKIPPED, Check, exit_code, metadata, writable_folder, write_report
 
 CHECKS = ("stack", "fused_ops", "vllm_env", "dapo", "trace")
-DEFAULT_TINY = "~/.cache/verl-ascend/tiny"  # examples/dapo_tiny_cpu.sh's default
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m verl.ascend.accept",
                                      description="Acceptance run of an Ascend host (see docs/ascend_tutorial/quick_start.md).")
     parser.add_argument("--out", help="report folder (default outputs/accept/<UTC time>)")
-    parser.add_argument("--tiny-dir", default=os.environ.get("VERL_ASCEND_TINY_DIR", DEFAULT_TINY),
+    parser.add_argument("--tiny-dir", default=envs.raw("VERL_ASCEND_TINY_DIR"),
                         help="where the generated tiny model and data live (built if missing)")
     parser.add_argument("--tp", type=int, default=1,
                         help="rollout TP of the DAPO run; > 1 asks for mc2 and checks MatmulAllReduce (needs TP devices)")

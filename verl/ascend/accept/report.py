@@ -14,6 +14,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from verl_ascend.run.files import write_atomic
+
 PASS, FAIL, SKIPPED = "pass", "FAIL", "skipped"
 VERDICTS = (PASS, FAIL, SKIPPED)
 JSON_NAME, TEXT_NAME = "accept.json", "accept.txt"
@@ -97,9 +99,7 @@ def write_report(folder: Path, checks: list[Check], meta: dict) -> tuple[Path, P
     paths = []
     for name, content in ((JSON_NAME, json.dumps(data, indent=2, sort_keys=False) + "\n"), (TEXT_NAME, text)):
         path = folder / name
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(content)
-        os.replace(tmp, path)
+        write_atomic(str(path), content.encode())
         paths.append(path)
     return paths[0], paths[1], text
 

@@ -5,8 +5,9 @@ on every call) looks the same in the fused-op report as one that runs; counting 
 to the kernel tells them apart. With ``VERL_ASCEND_FUSED_OP_COUNTS=DIR`` in a process's
 environment (the acceptance command puts it into the job's Ray runtime env), the counts are written
 to ``DIR/<pid>.json`` after every call: Ray ends its workers without running ``atexit``, and the
-acceptance run's tiny model makes a few hundred calls. Without it nothing is counted. While
-``torch.compile`` traces a forward, the call is counted once, when traced.
+acceptance run's tiny model makes a few hundred calls. Without it nothing is counted and the
+forward pays one dictionary lookup. With it, a ``torch.compile``d forward breaks its graph at the
+count (file I/O): counting is for the eager acceptance run, not for timed runs.
 """
 
 from __future__ import annotations
