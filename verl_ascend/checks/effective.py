@@ -142,11 +142,6 @@ def unread_list() -> dict[str, Any]:
     return yaml.safe_load(UNREAD_KEYS_PATH.read_text())
 
 
-def unread_keys() -> dict[str, dict]:
-    """The keys the installed verl reads nowhere: key -> {default, read_instead}."""
-    return unread_list()["unread"]
-
-
 REF = "actor_rollout_ref.ref"
 # Sections upstream's workers build into config objects, and how (the reference policy is an
 # FSDPActorConfig built from the ref section with its log-prob keys renamed, engine_workers.py).
@@ -164,8 +159,9 @@ def _ref_node(config: DictConfig) -> DictConfig:
         "log_prob_use_dynamic_bsz": "use_dynamic_bsz",
         "log_prob_max_token_len_per_gpu": "ppo_max_token_len_per_gpu",
     }
+    defaults = {"log_prob_use_dynamic_bsz": False}  # engine_workers.py pops this one with False, the rest with None
     for old, new in renames.items():
-        node[new] = node.pop(old, None)
+        node[new] = node.pop(old, defaults.get(old))
     return node
 
 

@@ -196,7 +196,8 @@ def verify_content(folder: str, marker: dict) -> Optional[str]:
     """Every file's checksum against the marker's; None when they all match."""
     expected = marker.get("checksums")
     if not expected:
-        return f"{MARKER} records no checksums: its contents cannot be proven whole"
+        return (f"{MARKER} records no checksums (written before checksums were kept): its contents cannot be "
+                f"proven whole; to load it anyway, remove {MARKER} and name the folder by trainer.resume_from_path")
     try:
         actual = checksums(folder, expected, marker.get("checksum", CHECKSUM))
     except (OSError, ValueError) as exc:

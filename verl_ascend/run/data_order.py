@@ -64,12 +64,26 @@ def current_pin(config) -> dict:
 
 
 def read_eras(run_dir: str) -> list[dict]:
-    try:
-        with open(os.path.join(run_dir, DATA_ORDER_FILE), "rb") as f:
-            eras = json.loads(f.read()).get("eras", [])
-    except (OSError, ValueError, AttributeError):
+    """The recorded eras; [] when nothing was recorded. A record that exists but cannot be read as
+    eras raises ValueError naming the file: the data check must not pass silently over it."""
+    path = os.path.join(run_dir, DATA_ORDER_FILE)
+    if not os.path.exists(path):
         return []
-    return [e for e in eras if isinstance(e, dict) and isinstance(e.get("after_step"), int)]
+    try:
+        with open(path, "rb") as f:
+            eras = json.loads(f.read()).get("eras", [])
+        if not isinstance(eras, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("after_step"), int) and isinstance(e.get("files", []), list)
+            and all(isinstance(x, dict) and {"path", "size", "sha256"} <= x.keys() for x in e.get("files", []))
+            for e in eras
+        ):
+            raise ValueError("'eras' is not a list of {after_step, files: [{path, size, sha256}]}")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(
+            f"{path}: cannot read the recorded data order ({exc}); restore it, or delete it to pin the data "
+            "from this start on (the check against the checkpoint's data is then skipped)"
+        ) from None
+    return eras
 
 
 def era_of(eras: list[dict], step: int) -> Optional[dict]:
@@ -104,9 +118,12 @@ def plan_data_order(config, step: int, run_dir: str, allow_new: bool, error_cls)
     """Read-only, before Ray: how this start treats the data. Raises ``error_cls`` on changed data
     without ``fault_tolerance.new_data_order=true``. Returns what ``record_data_order`` writes."""
     current = current_pin(config)
-    eras = read_eras(run_dir)
     if step == 0:
         return {"eras": [{"after_step": 0, **current}], "fresh_order": False, "note": "pinned for a new run"}
+    try:
+        eras = read_eras(run_dir)
+    except ValueError as exc:
+        raise error_cls(str(exc)) from None
     era = era_of(eras, step)
     if era is None:  # a run from before pinning: nothing to compare with, pin from here on
         return {"eras": [{"after_step": 0, "unverified": True, **current}], "fresh_order": False,
@@ -141,7 +158,11 @@ def record_data_order(run_dir: str, decision: dict) -> None:
     except (OSError, ValueError):
         before = {}
     superseded = list(before.get("superseded", [])) if isinstance(before, dict) else []
-    superseded += [e for e in read_eras(run_dir) if e not in decision["eras"]]
+    try:
+        old = read_eras(run_dir)
+    except ValueError:  # a fresh start over an unreadable record (a resume is refused before this)
+        old = []
+    superseded += [e for e in old if e not in decision["eras"]]
     record = {"time": time.time(), "eras": decision["eras"], "superseded": superseded}
     write_atomic(path, json.dumps(record, indent=1).encode())
     _log(decision["note"])

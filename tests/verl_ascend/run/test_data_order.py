@@ -63,6 +63,20 @@ def test_changed_data_is_refused_naming_the_file(tmp_path, change, needle):
     assert needle in text and "since the checkpoint of step 3" in text and "fault_tolerance.new_data_order=true" in text
 
 
+@pytest.mark.parametrize("content", [b"{not json", b'{"eras": 3}', b'{"eras": [{"after_step": 0, "files": [7]}]}'])
+def test_an_unreadable_record_refuses_a_resume_naming_the_file(tmp_path, content):
+    a = tmp_path / "a.parquet"
+    a.write_bytes(b"rows of a")
+    (tmp_path / data_order.DATA_ORDER_FILE).write_bytes(content)
+    with pytest.raises(Refused) as refused:
+        data_order.plan_data_order(_config([a]), 3, str(tmp_path), False, Refused)
+    assert f"{tmp_path / data_order.DATA_ORDER_FILE}: cannot read the recorded data order" in str(refused.value)
+    # a fresh start pins anew over it
+    fresh = data_order.plan_data_order(_config([a]), 0, str(tmp_path), False, Refused)
+    data_order.record_data_order(str(tmp_path), fresh)
+    assert data_order.read_eras(str(tmp_path)) == fresh["eras"]
+
+
 def test_new_data_order_is_recorded_and_survives_a_crash_before_the_next_checkpoint(tmp_path):
     a = tmp_path / "a.parquet"
     a.write_bytes(b"old rows")
