@@ -23,7 +23,8 @@ def _load(out):
 
 def test_report_on_real_cpu_traces(real_cpu_run, tmp_path, capsys):
     out = tmp_path / "rep"
-    rc = main([str(real_cpu_run["save_path"]), str(real_cpu_run["metrics"]), "--out", str(out)])
+    # every op listed: which ops make the top 15 by self time depends on the machine's load
+    rc = main([str(real_cpu_run["save_path"]), str(real_cpu_run["metrics"]), "--out", str(out), "--top", "1000"])
     printed = capsys.readouterr().out
     assert rc == EXIT_OK
     d = _load(out)
