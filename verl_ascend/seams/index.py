@@ -188,8 +188,8 @@ def member_name(spec: str) -> str:
     return (needle.split("(")[0] or spec.replace(":", ".")).rsplit(".", 1)[-1]
 
 
-
 ENTRY_POINT_GROUP = "verl_ascend.seams"
+REINSTALL = "the installed entry points may be older than setup.py: reinstall with `pip install --no-deps -e .`"
 
 
 class SeamIndexError(ValueError):
@@ -206,7 +206,10 @@ def assemble(points, homes: Optional[dict[str, str]] = None) -> tuple[Seam, ...]
     home: dict[str, str] = {}
     for point in sorted(points, key=lambda p: p.name):
         where = f"entry point {point.name} = {point.value} (group {ENTRY_POINT_GROUP})"
-        declared = point.load()
+        try:
+            declared = point.load()
+        except Exception as e:  # noqa: BLE001 -- any failure to load a home's rows: name the entry point
+            raise SeamIndexError(f"{where}: cannot be loaded ({type(e).__name__}: {e}); {REINSTALL}") from e
         if not isinstance(declared, tuple) or not all(isinstance(s, Seam) for s in declared):
             raise SeamIndexError(f"{where}: expected a tuple of Seam rows, got {type(declared).__name__}")
         for seam in declared:
@@ -234,7 +237,10 @@ def assembled() -> tuple[Seam, ...]:
     if _index is None:
         from importlib.metadata import entry_points
 
-        _index = assemble(entry_points(group=ENTRY_POINT_GROUP), _homes)
+        rows = assemble(entry_points(group=ENTRY_POINT_GROUP), _homes)
+        if not rows:  # metadata older than setup.py: the backends' patches would silently not install
+            raise SeamIndexError(f"no seam rows in the entry-point group {ENTRY_POINT_GROUP}; {REINSTALL}")
+        _index = rows
     return _index
 
 

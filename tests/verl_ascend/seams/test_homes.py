@@ -92,6 +92,20 @@ def test_a_row_declared_by_two_homes_is_refused_naming_both(tmp_path, monkeypatc
         index.assemble(_points(tmp_path, monkeypatch, "A", "B"))
 
 
+def test_a_home_that_cannot_be_loaded_is_named(tmp_path, monkeypatch):
+    gone = importlib.metadata.EntryPoint("moved", "seam_home_gone:SEAMS", ENTRY_POINT_GROUP)
+    with pytest.raises(SeamIndexError, match=r"moved = seam_home_gone:SEAMS .*cannot be loaded \(ModuleNotFoundError.*reinstall"):
+        index.assemble([gone])
+
+
+def test_an_empty_index_is_refused(monkeypatch):
+    """Metadata without the group (installed before it existed) must not silently install nothing."""
+    monkeypatch.setattr(index, "_index", None)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [])
+    with pytest.raises(SeamIndexError, match=r"no seam rows in the entry-point group verl_ascend.seams; .*reinstall"):
+        index.assembled()
+
+
 def test_a_declaration_that_is_not_rows_is_refused(tmp_path, monkeypatch):
     with pytest.raises(SeamIndexError, match=r"h0_ODD = seam_home_probe:ODD .*expected a tuple of Seam rows, got list"):
         index.assemble(_points(tmp_path, monkeypatch, "ODD"))
