@@ -240,8 +240,9 @@ def installer_calls(files: dict[str, str], paths) -> list[Contact]:
             f = node.func
             if isinstance(f, ast.Name) and f.id in bound:
                 found.add(Contact(path, node.lineno, ":".join(bound[f.id]), "installer-call"))
-            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (modules.get(f.value.id), f.attr) in wanted:
-                found.add(Contact(path, node.lineno, f"{modules[f.value.id]}:{f.attr}", "installer-call"))
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                if (modules.get(f.value.id), f.attr) in wanted:
+                    found.add(Contact(path, node.lineno, f"{modules[f.value.id]}:{f.attr}", "installer-call"))
     return sorted(found)
 
 

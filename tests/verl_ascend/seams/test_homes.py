@@ -88,13 +88,15 @@ def _points(tmp_path, monkeypatch, *attrs):
 
 def test_a_row_declared_by_two_homes_is_refused_naming_both(tmp_path, monkeypatch):
     assert [s.id for s in index.assemble(_points(tmp_path, monkeypatch, "A"))] == ["shared", "only_a"]
-    with pytest.raises(SeamIndexError, match=r"'shared' is declared twice, by seam_home_probe:A and by seam_home_probe:B"):
+    twice = r"'shared' is declared twice, by seam_home_probe:A and by seam_home_probe:B"
+    with pytest.raises(SeamIndexError, match=twice):
         index.assemble(_points(tmp_path, monkeypatch, "A", "B"))
 
 
 def test_a_home_that_cannot_be_loaded_is_named(tmp_path, monkeypatch):
     gone = importlib.metadata.EntryPoint("moved", "seam_home_gone:SEAMS", ENTRY_POINT_GROUP)
-    with pytest.raises(SeamIndexError, match=r"moved = seam_home_gone:SEAMS .*cannot be loaded \(ModuleNotFoundError.*reinstall"):
+    named = r"moved = seam_home_gone:SEAMS .*cannot be loaded \(ModuleNotFoundError.*reinstall"
+    with pytest.raises(SeamIndexError, match=named):
         index.assemble([gone])
 
 
@@ -166,7 +168,9 @@ def test_the_vllm_stage_is_installed_by_the_general_plugin(fresh, monkeypatch, t
 
 @pytest.mark.parametrize("stage", [s for s in STAGES if s not in ("plugin", "trainer", "vllm")])
 def test_a_stage_without_installers_installs_nothing(stage):
-    assert _installers(stage) == [] and index.install(stage) == []
+    """No code calls install("worker") / install("driver") yet: an installer there would never run."""
+    assert _installers(stage) == [], f"nothing calls install({stage!r}); call it where the {stage} stage begins"
+    assert index.install(stage) == []
 
 
 def test_no_code_calls_an_installer_itself():
@@ -183,6 +187,7 @@ def test_the_installer_scan_sees_every_spelling():
         "import verl.ascend.vllm_plugin as vp\n\ndef f():\n    patches.install()\n    go()\n    vp.register()\n"
         "    patches.other()\n"
     )
-    found = scan.installer_calls({"recipe/x/a.py": source}, {"verl.cpu.patches:install", "verl.ascend.vllm_plugin:register"})
+    paths = {"verl.cpu.patches:install", "verl.ascend.vllm_plugin:register"}
+    found = scan.installer_calls({"recipe/x/a.py": source}, paths)
     assert [(c.line, c.name) for c in found] == [
         (6, "verl.cpu.patches:install"), (7, "verl.cpu.patches:install"), (8, "verl.ascend.vllm_plugin:register")]
