@@ -50,8 +50,16 @@ setup(
             "ascend = verl.ascend.rules_env:register_checks",
             "dapo_ascend = recipe.dapo_ascend.checks:register_checks",
         ],
+        # Seam rows of each home (its contacts with upstream), assembled by the neutral verl_ascend.seams.
+        "verl_ascend.seams": [
+            "ascend = verl.ascend.seams:SEAMS",
+            "cpu = verl.cpu.seams:SEAMS",
+            "dapo_ascend = recipe.dapo_ascend.seams:SEAMS",
+            "verl_ascend = verl_ascend.run.seams:SEAMS",
+        ],
         "vllm.general_plugins": [
-            "verl_ascend_env_check = verl.ascend.vllm_plugin:register",
+            # installs the "vllm"-stage seam rows of every home (verl.ascend's env check)
+            "verl_ascend_env_check = verl_ascend.seams.index:install_vllm_stage",
             "verl_cpu = verl.cpu.vllm_plugin:register",
         ],
     },

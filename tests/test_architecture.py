@@ -24,6 +24,8 @@ sanctioned ones, each a deprecated alias, a registration by the owner or a launc
   ``python -m recipe.dapo_ascend.tiny.assets`` (the acceptance run launches the recipe as a user does);
 - entry points of group ``verl_ascend.checks`` (setup.py): ``verl.ascend.rules_env:register_checks`` and
   ``recipe.dapo_ascend.checks:register_checks``, loaded by ``verl_ascend.checks.rules()``.
+- entry points of group ``verl_ascend.seams`` (setup.py): each home's ``seams:SEAMS`` (its seam rows), loaded
+  by ``verl_ascend.seams.index.assembled()``, and the rows' ``install`` paths, run by ``verl_ascend.seams.install``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Checks of the Ascend backend's patch targets that run under the NPU emulator.
 
 The index itself (every row complete, every fingerprint, no contact left out) is tested in
-tests/verl_ascend/seams/test_index.py, which needs no emulator; rows live in verl_ascend/seams/index.py.
+tests/verl_ascend/seams/test_index.py, which needs no emulator; the backend's rows live in verl/ascend/seams.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from verl.ascend.patch import PATCHES, PATCHES_BY_ID
 
 def test_fsdp_engine_calls_the_hook_by_module_lookup():
     """The reroute works only while FSDPEngine.__init__ imports the hook at call time."""
@@ -40,12 +39,6 @@ def test_vllm_ascend_imports_worker_patches_in_its_worker():
 
     source = (Path(vllm_ascend.__file__).parent / "worker" / "worker.py").read_text()
     assert WORKER_MODULE == "vllm_ascend.worker.worker" and "adapt_patch" in source
-
-
-def test_index_is_reexported_for_one_release():
-    from verl_ascend.seams import SEAMS, SEAMS_BY_ID
-
-    assert PATCHES is SEAMS and PATCHES_BY_ID is SEAMS_BY_ID
 
 
 def test_emulator_is_installed_through_the_seam_index():

@@ -19,6 +19,7 @@ import standins
 
 from verl.ascend import vllm_plugin
 from verl.ascend.env_profile import PROFILE_ENV
+from verl_ascend.seams import index as seam_index
 
 PROFILE = {"version": 1, "train": {}, "rollout": {"TASK_QUEUE_ENABLE": "2", "HCCL_OP_EXPANSION_MODE": "AIV"}}
 
@@ -34,6 +35,10 @@ def fake_vllm(tmp_path, monkeypatch):
         return name.split(".")[0] in standins.MODULE_PREFIXES
 
     real = {name: sys.modules.pop(name) for name in [n for n in sys.modules if owned(n)]}
+    # Each stand-in vLLM is a new vLLM process: its general plugin installs the "vllm" stage afresh
+    # (install() runs an installer once per process).
+    for path in {s.install for s in seam_index.SEAMS if s.stage == "vllm" and s.install}:
+        monkeypatch.delitem(seam_index._installed, path, raising=False)
 
     def make(version="0.23.0", device="npu"):
         root = standins.write(tmp_path / f"site-{version}", version)

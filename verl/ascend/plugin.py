@@ -5,7 +5,7 @@ call it, so the module calls ``register()`` itself; calling it again is a no-op.
 
 Cheap by design (it runs in the driver and in every Ray worker): it imports no torch_npu,
 vLLM or transformers. It
-1. installs this backend's ``plugin``-stage rows of the seam index (:mod:`verl_ascend.seams`):
+1. installs, through :func:`verl_ascend.seams.install`, this backend's ``plugin``-stage rows (:mod:`verl.ascend.seams`):
    the CPU NPU emulator when ``VERL_ASCEND_NPU_EMULATOR=1`` and no real torch_npu imports
    (tests; see :mod:`verl.ascend.emulator`), then the lazy runtime patches (each applies only
    when upstream imports its target);

@@ -1,6 +1,6 @@
 """The CPU backend's hooks into upstream verl, applied lazily when their target is imported.
 
-Each entry is listed in the project's seam index (``verl_ascend/seams/index.py``) with
+Each entry is a row of this backend's seam rows (``verl/cpu/seams.py``) with
 its reason and removal condition; ``tests/cpu/test_patches.py`` fails when a target changes.
 
 Registrations (upstream extension points, not patches):

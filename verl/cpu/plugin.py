@@ -14,7 +14,7 @@ def register() -> None:
 
     from verl.cpu import platform  # noqa: F401  (platform registers itself on import)
 
-    install("plugin", owner="verl.cpu")  # this backend's "plugin" rows of the seam index: verl.cpu.patches
+    install("plugin", owner="verl.cpu")  # this backend's "plugin" rows (verl/cpu/seams.py): verl.cpu.patches
 
 
 register()

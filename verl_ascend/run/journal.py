@@ -17,7 +17,7 @@ from typing import Optional
 
 from verl_ascend.run.checkpoints import remove_marker, write_marker
 from verl_ascend.run.files import ENV_RUN_DIR, PROMPTS_FILE, STATUS_FILE, append_jsonl, write_atomic
-from verl_ascend.run.metrics_append import install_metrics_append
+from verl_ascend.seams import install
 
 
 def _ints(value) -> list:
@@ -45,7 +45,7 @@ class RunJournal:
     - marks a checkpoint complete once its files are written and its step's metrics logged;
     - appends the ``index`` of every prompt taken from the dataloader to ``prompts.jsonl``;
     - keeps ``status.json`` (step, phase) current;
-    - appends metrics instead of truncating them (``install_metrics_append``).
+    - installs the ``trainer``-stage seam rows (metrics appended instead of truncated: ``file_logger_append``).
 
     Writes nothing but the markers and the metrics patch when ``VERL_ASCEND_RUN_DIR`` is unset.
     """
@@ -54,7 +54,7 @@ class RunJournal:
         self.config = config
         self.run_dir = run_dir or os.environ.get(ENV_RUN_DIR) or None
         self._pending_marker: Optional[tuple[str, int]] = None
-        install_metrics_append()
+        install("trainer")  # once per process: the trainer builds its journal in the TaskRunner
 
     # -- status and prompt ledger ------------------------------------------------------------
     def status(self, phase: str, step: int) -> None:

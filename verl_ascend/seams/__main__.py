@@ -12,12 +12,12 @@ import argparse
 import json
 import sys
 
-from verl_ascend.seams.index import SEAMS, status
+from verl_ascend.seams.index import assembled, installed, status
 
 
-def rows(seams=SEAMS) -> list[dict]:
+def rows(seams=None) -> list[dict]:
     out = []
-    for seam in seams:
+    for seam in assembled() if seams is None else seams:
         state, why = status(seam)
         out.append(
             {
@@ -33,7 +33,7 @@ def rows(seams=SEAMS) -> list[dict]:
     return out
 
 
-def main(argv=None, seams=SEAMS) -> int:
+def main(argv=None, seams=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_ascend.seams", description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any row is removable or changed")
@@ -43,8 +43,6 @@ def main(argv=None, seams=SEAMS) -> int:
     args = parser.parse_args(argv)
     if args.installed:
         import verl  # noqa: F401  (the verl.plugins entry points run install("plugin"))
-
-        from verl_ascend.seams.index import installed
 
         for path, ids in installed().items():
             print(json.dumps({"install": path, "rows": ids}) if args.json else f"{path}: {', '.join(ids)}")

@@ -215,6 +215,37 @@ def uncovered(contacts: list[Contact], seams) -> list[Contact]:
     return [c for c in contacts if c.name not in names]
 
 
+def installer_calls(files: dict[str, str], paths) -> list[Contact]:
+    """Calls of a row's installer (``"module:function"`` in ``paths``) in ``files``: only
+    :func:`verl_ascend.seams.index.install` may call one, so that every stage is installed the same way.
+    Seen: ``function()`` after ``from module import function [as f]``, ``m.function()`` after
+    ``import module as m`` or ``from package import module [as m]``, and ``function()`` inside module."""
+    wanted = {tuple(path.split(":", 1)) for path in paths}
+    found: set[Contact] = set()
+    for path, src in files.items():
+        tree = ast.parse(src)
+        here = module_name(path)
+        bound = {}  # local name -> (module, function) for a name bound to an installer
+        modules = {}  # local name -> module, for a name bound to a module that has installers
+        for local, (mod, attr) in _imports(tree, here).items():
+            if attr is not None and (mod, attr) in wanted:
+                bound[local] = (mod, attr)
+            full = f"{mod}.{attr}" if attr else mod
+            if any(full == m for m, _f in wanted):
+                modules[local] = full
+        bound.update({func: (mod, func) for mod, func in wanted if mod == here})
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in bound:
+                found.add(Contact(path, node.lineno, ":".join(bound[f.id]), "installer-call"))
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+                if (modules.get(f.value.id), f.attr) in wanted:
+                    found.add(Contact(path, node.lineno, f"{modules[f.value.id]}:{f.attr}", "installer-call"))
+    return sorted(found)
+
+
 def product_files(root: Path) -> dict[str, str]:
     out = {}
     for d in PRODUCT_DIRS:

@@ -287,8 +287,9 @@ def test_file_logger_patch_target_and_effect(tmp_path, monkeypatch):
 
 def test_tracker_file_name_matches_upstream():
     """The journal's tracker name is upstream's. The upstream members the journal and the watchdog
-    rely on (PPOTrainer.fit's order, _update_actor, _wait_for_next_poll, ...) are fingerprinted in
-    verl_ascend/seams/index.py (rows recipe_trainer_overrides, recipe_watchdog_buffer_rebind), checked by
+    rely on (PPOTrainer.fit's order, _update_actor, _wait_for_next_poll, ...) are fingerprinted by the seam
+    rows recipe_journal_overrides (recipe/dapo_ascend/seams.py) and recipe_watchdog_buffer_rebind
+    (verl_ascend/run/seams.py), checked by
     tests/verl_ascend/seams/test_index.py::test_fingerprint."""
     from verl.utils.checkpoint.checkpoint_manager import get_checkpoint_tracker_filename
 

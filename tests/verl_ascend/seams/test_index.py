@@ -1,7 +1,8 @@
-"""The seam index (verl_ascend/seams): complete rows, every fingerprint, no contact left out.
+"""The seam index (assembled by verl_ascend/seams from every home's rows): complete rows, every fingerprint, no
+contact left out.
 
 A fingerprint mismatch means the upstream code a row depends on changed: read the new code,
-re-verify the row (and its tests), then update the fingerprint in verl_ascend/seams/index.py.
+re-verify the row (and its tests), then update the fingerprint in the row's home (its ``seams.py``).
 A contact reported missing means code of ours reaches into upstream without a row: add one.
 Needs no NPU emulator (the NPU-specific checks stay in tests/npu/test_patch_index.py).
 """

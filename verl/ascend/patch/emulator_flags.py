@@ -9,7 +9,7 @@ the GPU/CPU branches while the platform says "huawei". This sets the flag (in
 ``verl.utils.device`` and in ``verl``'s own namespace, read at the end of its ``__init__``)
 to True while the emulator is installed, and restores it on uninstall.
 
-Registered in :mod:`verl_ascend.seams.index` as ``emulator_npu_flag``.
+Registered in :mod:`verl.ascend.seams` as ``emulator_npu_flag``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ switches, Llama, a log line of what was patched, one warning for uncovered model
 leaves upstream's per-model patch to architectures verl-ascend does not cover. On any other
 platform it calls upstream's original unchanged.
 
-Registered in :mod:`verl_ascend.seams.index` as ``fsdp_npu_patch_hook``.
+Registered in :mod:`verl.ascend.seams` as ``fsdp_npu_patch_hook``.
 """
 
 from __future__ import annotations

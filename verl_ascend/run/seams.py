@@ -1,0 +1,144 @@
+"""The toolkit's own seam rows: contacts of its run machinery and report with upstream verl, Ray and CPython.
+
+They sit with the run machinery (``verl_ascend.run``), whose code most of them describe. Like
+every home, the toolkit declares them through the entry-point group ``verl_ascend.seams``
+(setup.py) rather than in the seam mechanism (:mod:`verl_ascend.seams`), which holds no rows.
+"""
+
+from __future__ import annotations
+
+from verl_ascend.seams.index import HasAttr, Seam, SourceContains
+
+SEAMS: tuple[Seam, ...] = (
+    Seam(
+        id="file_logger_append",
+        kind="runtime-patch", stage="trainer", install="verl_ascend.run.metrics_append:install_metrics_append",
+        removable_if=(SourceContains("verl.utils.tracking:FileLogger.__init__", '"ab"'),),
+        target="verl.utils.tracking.FileLogger.__init__ (verl==0.9.1)",
+        why=(
+            "It opens $VERL_FILE_LOGGER_PATH with mode 'wb', so every restart of a run erased the metrics of "
+            "the steps before the resumed checkpoint."
+        ),
+        switched_on=(
+            "VERL_ASCEND_METRICS_APPEND=1, exported by verl_ascend.run.checkpoints.prepare_run after it trims the "
+            "file to the resumed step; installed when the trainer builds its RunJournal in the TaskRunner."
+        ),
+        upstream_fix="None filed yet: FileLogger opening its file with 'ab' (same path upstream).",
+        remove_when="upstream's FileLogger appends.",
+        test="tests/verl_ascend/run/test_resume.py::test_file_logger_patch_target_and_effect",
+        code="verl_ascend/run/metrics_append.py::install_metrics_append",
+        fingerprints={
+            "verl.utils.tracking:FileLogger.__init__": "b9b01273f2ada7a5",
+            "verl.utils.tracking:FileLogger.log": "4686dec82fc8b213",
+            "verl.utils.tracking:Tracking.__init__": "4204c811913b2f4c",
+        },
+        covers=("FileLogger",),
+    ),
+    Seam(
+        id="recipe_watchdog_overrides",
+        kind="private-override",
+        target=(
+            "PPOTrainer._build_replay_buffer and _rollout_server_managers, and RolloutReplica._server_address, "
+            "used by verl_ascend.run.watchdog (verl==0.9.1)"
+        ),
+        why=(
+            "The rollout watchdog wraps the replay buffer upstream builds, and names each rollout server by the "
+            "private address of its replica when it explains a dead or stalled server."
+        ),
+        switched_on="Always in the recipe's trainer (its rollout_watchdog component, attached in _build_replay_buffer).",
+        upstream_fix="None filed yet: a public replica address (server_address is a method only on live replicas).",
+        remove_when="upstream exposes a rollout health API.",
+        test="tests/verl_ascend/seams/test_index.py::test_fingerprint",
+        code="verl_ascend/run/watchdog.py",
+        fingerprints={
+            "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._build_replay_buffer": "e0a1b665f5d73bc1",
+            "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._rollout_server_managers": "84433e94118798a3",
+            "verl.workers.rollout.replica:RolloutReplica#_server_address": "62fe8e119516b29a",
+        },
+        removable_if=(HasAttr("verl.workers.rollout.replica:RolloutReplica.server_label"),),
+    ),
+    Seam(
+        id="recipe_watchdog_buffer_rebind",
+        kind="instance-rebind",
+        stage="trainer",
+        target=(
+            "replay_buffer.sample and replay_buffer._wait_for_next_poll rebound on the instance of "
+            "verl.trainer.ppo.v1.replay_buffer.ReplayBuffer that upstream built (verl==0.9.1)"
+        ),
+        why=(
+            "A dead rollout server otherwise leaves sample() polling forever; the watchdog checks the servers on "
+            "every poll and turns a dead one into RolloutServerDiedError naming it."
+        ),
+        switched_on="DAPOAscendTrainer._build_replay_buffer -> RolloutWatchdog.attach (always in the recipe's trainer).",
+        upstream_fix="None filed yet: ReplayBuffer calling a health-check callback in its poll loop.",
+        remove_when="upstream's ReplayBuffer offers a poll callback or detects dead servers itself.",
+        test="tests/verl_ascend/run/test_rollout_failure.py",
+        code="verl_ascend/run/watchdog.py::RolloutWatchdog.attach",
+        fingerprints={
+            "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.sample": "993d0cbef040a10b",
+            "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._wait_for_next_poll": "b99392f15144c10d",
+        },
+        removable_if=(HasAttr("verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.add_poll_callback"),),
+    ),
+    Seam(
+        id="driver_warm_ray_workers",
+        kind="private-registry",
+        stage="driver",
+        target=(
+            "Ray's _system_config keys preload_python_modules and worker_maximum_startup_concurrency (ray 2.60; "
+            "the worker side is default_worker's --worker-preload-modules); upstream's run_ppo ray.init path "
+            "(its runtime_env, built again here from get_ppo_ray_runtime_env, and its ray.is_initialized() skip) "
+            "(verl==0.9.1)"
+        ),
+        why=(
+            "Upstream creates its actors one after another and each new Ray worker imports verl for 5-8 s on one "
+            "core. Workers Ray starts with its node, preloading verl side by side, serve those actors at once; "
+            "Ray hands them only to actors without a runtime_env, so the job's variables go through the driver's "
+            "environment, which a cluster the driver starts passes to every worker."
+        ),
+        switched_on="trainer.v1.dapo_ascend.warm_workers > 0 (dapo_demo_cpu: 7; 0 in dapo_base), driver-local Ray, CPU.",
+        upstream_fix="None filed yet: run_ppo option to prestart workers that preload verl (ray_kwargs.warm_workers).",
+        remove_when="upstream's run_ppo prestarts warm workers itself, or starts its actors side by side.",
+        test="tests/verl_ascend/run/test_warm_workers.py",
+        code="verl_ascend/run/warm_workers.py, recipe/dapo_ascend/main_dapo.py::run",
+        fingerprints={
+            "verl.trainer.main_ppo:run_ppo#runtime_env": "c18fc3e1e2249831",
+            "verl.trainer.main_ppo:run_ppo#ray.is_initialized": "0b381e379ed4ed4f",
+            "verl.trainer.main_ppo:run_ppo#os.environ": "c9df343b2111638f",
+            "verl.trainer.constants_ppo:get_ppo_ray_runtime_env": "188809cee31d40af",
+            "ray._private.workers.default_worker#worker_preload_modules": "853d51c50f3804b0",
+        },
+        covers=("_system_config",),
+        removable_if=(SourceContains("verl.trainer.main_ppo:run_ppo", "preload_python_modules"),),
+    ),
+    Seam(
+        id="profiler_trace_check_rebind",
+        kind="instance-rebind",
+        stage="trainer",
+        target="trainer._start_profiling / trainer._stop_profiling rebound on an upstream trainer instance (verl==0.9.1)",
+        why="attach_trace_check gives trainers without the recipe's class the same missing-trace warning.",
+        switched_on="verl_ascend.report.check.attach_trace_check(trainer), called by a user.",
+        upstream_fix="As for recipe_trainer_overrides (profile-step hooks).",
+        remove_when="upstream's trainer exposes profile-step hooks.",
+        test="tests/verl_ascend/report",
+        code="verl_ascend/report/check.py::attach_trace_check",
+        fingerprints={
+            "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._start_profiling": "d09fb4cca44bc9a9",
+            "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._stop_profiling": "f34c89f92b94e203",
+        },
+        removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.on_profile_step_begin"),),
+    ),
+    Seam(
+        id="node_report_import_lock",
+        kind="private-registry",
+        target="importlib's ModuleSpec._initializing of sys.modules['verl'] (CPython 3.10-3.12), read only",
+        why="The node report waits until another thread has finished importing verl before it reads it.",
+        switched_on="verl_ascend/run/node_report.py (scripts/two_node_cluster.sh).",
+        upstream_fix="None needed: CPython has no public 'import finished' flag; read defensively with getattr.",
+        remove_when="never (read with a default; a missing attribute only skips the wait).",
+        test="tests/recipe",
+        code="verl_ascend/run/node_report.py::_verl_imported",
+        # CPython's frozen importlib has no readable source: nothing to fingerprint; read with a default.
+        covers=("_initializing",),
+    ),
+)
