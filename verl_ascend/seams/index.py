@@ -456,7 +456,8 @@ SEAMS: tuple[Seam, ...] = (
             "sized by the cores, on which TransferQueue's storage actors never get a CPU slot: main_ppo then hangs "
             "with no error). auto_set_device is the first thing every upstream entry point does with the config, "
             "in the driver, before validation and Ray; it leaves the config alone on 'cpu'. The wrapper (installed "
-            "only where __main__ is verl.trainer.main_ppo) then "
+            "only where __main__ is verl.trainer.main_ppo) then refuses an unset or uninstalled rollout engine "
+            "(verl_ascend.checks.rules_engine, exit 2), "
             "fills in the CPU platform's answers (verl/cpu/config_defaults.py) or exits 2 naming a setting that "
             "cannot work on a CPU."
         ),
@@ -471,6 +472,35 @@ SEAMS: tuple[Seam, ...] = (
         remove_when="upstream platforms can adjust the trainer config themselves.",
         test="tests/cpu/test_main_ppo_cpu.py",
         code="verl/cpu/patches.py::patch_auto_set_device, verl/cpu/config_defaults.py",
+        fingerprints={
+            "verl.utils.device:auto_set_device": "031feb0fd9353899",
+            "verl.trainer.main_ppo:main": "eb706c4f6622ed04",
+        },
+    ),
+    Seam(
+        id="ascend_auto_set_device",
+        kind="runtime-patch", stage="plugin", install="verl.ascend.patch.driver_checks:install",
+        removable_if=(HasAttr("verl.plugin.platform.platform_base:PlatformBase.update_config"),),
+        target="verl.utils.device.auto_set_device, in the driver of python -m verl.trainer.main_ppo only (verl==0.9.1)",
+        why=(
+            "Upstream's main_ppo starts Ray, TransferQueue and the worker group before anything reads "
+            "actor_rollout_ref.rollout.name (mandatory, ??? in its config) or imports the engine; an unset name, "
+            "an engine not installed or an unknown vLLM engine argument then dies in a traceback from inside a Ray "
+            "actor. auto_set_device is the first thing main does with the config, in the driver. On the Ascend "
+            "platform the wrapper runs verl_ascend.checks.rules_engine's checks after upstream's function and "
+            "exits 2 naming the key and the accepted values."
+        ),
+        switched_on=(
+            "Ascend backend plugin, armed only where __main__ is verl.trainer.main_ppo; acts only when the current "
+            "platform is AscendPlatform (the CPU platform's wrapper is cpu_auto_set_device)."
+        ),
+        upstream_fix=(
+            "None filed yet: main_ppo checking mandatory values (OmegaConf.missing_keys) and the rollout engine "
+            "before ray.init, or a platform hook (PlatformBase.update_config(config)) called by auto_set_device."
+        ),
+        remove_when="upstream's driver refuses an unset or uninstalled rollout engine before Ray starts.",
+        test="tests/npu/test_driver_checks.py",
+        code="verl/ascend/patch/driver_checks.py",
         fingerprints={
             "verl.utils.device:auto_set_device": "031feb0fd9353899",
             "verl.trainer.main_ppo:main": "eb706c4f6622ed04",
@@ -510,11 +540,14 @@ SEAMS: tuple[Seam, ...] = (
             "engines that would be accepted; upstream lists them only in this private dict (its get() raises "
             "inside a Ray actor, after start-up)."
         ),
-        switched_on="recipe preflight, DRY_RUN and the doctor (recipe/dapo_ascend/config_schema.py::rollout_names).",
+        switched_on=(
+            "recipe preflight, DRY_RUN, the doctor and the backends' main_ppo driver hooks "
+            "(verl_ascend/checks/rules_engine.py::rollout_names)."
+        ),
         upstream_fix="None filed yet: a public RolloutReplicaRegistry.names() classmethod.",
         remove_when="upstream exposes the registered rollout names publicly.",
         test="tests/recipe/test_refused_start.py::test_rollout_engine_names_are_read_from_upstreams_registry",
-        code="recipe/dapo_ascend/config_schema.py::rollout_names",
+        code="verl_ascend/checks/rules_engine.py::rollout_names",
         fingerprints={
             "verl.workers.rollout.replica:RolloutReplicaRegistry": "3f6c8ceeaee4b6b2",
             "verl.workers.rollout.replica:RolloutReplicaRegistry#_registry": "8ae148653d774c57",
