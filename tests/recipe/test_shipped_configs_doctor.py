@@ -35,3 +35,20 @@ def test_doctor_strict_still_refuses_a_key_only_another_engine_reads(capsys):
     code = doctor.main(["--strict", "--config-name", "dapo_tiny_cpu", "actor_rollout_ref.rollout.enforce_eager=true"])
     assert code == doctor.EXIT_REFUSED
     assert "key_read_by_other_engine: actor_rollout_ref.rollout.enforce_eager=True" in capsys.readouterr().out
+
+
+def test_vllm_runs_of_the_tiny_configs_stay_eager():
+    """tiny_cpu's enforce_eager moved to engine_kwargs.vllm: upstream's vLLM server builds its `vllm serve`
+    arguments with its own enforce_eager first and **engine_kwargs after, so the engine still runs eager."""
+    import inspect
+
+    from recipe.dapo_ascend.config_utils import CONFIG_DIR, compose
+    from verl.workers.rollout.vllm_rollout import vllm_async_server
+
+    source = inspect.getsource(vllm_async_server.vLLMHttpServer)
+    own, merged = source.index('"enforce_eager": self.config.enforce_eager'), source.index("**engine_kwargs,")
+    assert own < merged  # a later key wins in a dict display
+    config = compose("dapo_tiny_cpu", ["actor_rollout_ref.rollout.name=vllm"], CONFIG_DIR)
+    rollout = config.actor_rollout_ref.rollout
+    args = {"enforce_eager": rollout.enforce_eager, **rollout.engine_kwargs.vllm}
+    assert args["enforce_eager"] is True and rollout.enforce_eager is False  # upstream's default, not read on hf
