@@ -7,7 +7,8 @@ from a Ray actor. Checked here, in the driver, before anything starts:
 - ``rollout_name_unset``: ``actor_rollout_ref.rollout.name`` is mandatory (``???`` in upstream's
   ``ppo_trainer``); upstream's own ``main_ppo`` does not check it before Ray.
 - ``rollout_engine_missing``: ``rollout.name`` names an engine (vllm, sglang, trtllm) whose package
-  this interpreter cannot find (``importlib.util.find_spec``; nothing is imported).
+  this interpreter cannot find (``importlib.util.find_spec``; nothing is imported). A launch input (the
+  entry point and upstream's driver check it; the doctor and ``DRY_RUN=1`` may run on another machine).
 - ``engine_kwargs_unknown``: a key under ``rollout.engine_kwargs.vllm`` that ``vllm serve`` does not
   take. Upstream's vLLM server passes each key as ``--<key>`` to vLLM's argument parser inside the
   actor, which then exits with "unrecognized arguments". The accepted names are read from the
@@ -33,7 +34,7 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf
 
 from verl_ascend.checks.findings import ERROR, INFO, Finding
-from verl_ascend.checks.pipeline import tag
+from verl_ascend.checks.pipeline import INPUTS, tag
 from verl_ascend.checks.view import ROLLOUT, ConfigView
 
 NAME_KEY = f"{ROLLOUT}.name"
@@ -111,7 +112,7 @@ def _value(config, key: str):
 
 
 def name_problems(config) -> list[Finding]:
-    """``rollout.name`` unset, or naming an engine whose package is not installed here."""
+    """``rollout.name`` unset (mandatory in upstream's config)."""
     name, state = _value(config, NAME_KEY)
     if state == "missing" or (state == "set" and name in (None, "")):
         return [Finding(
@@ -120,6 +121,12 @@ def name_problems(config) -> list[Finding]:
             f"(upstream's rollout registry), e.g. {NAME_KEY}=vllm",
             (NAME_KEY,),
         )]
+    return []
+
+
+def installed_problems(config) -> list[Finding]:
+    """``rollout.name`` naming an engine whose package this interpreter cannot find."""
+    name, _ = _value(config, NAME_KEY)
     package = ENGINE_PACKAGES.get(name) if isinstance(name, str) else None
     if package is None or engine_installed(package):
         return []
@@ -161,13 +168,20 @@ def engine_kwargs_problems(config) -> list[Finding]:
 
 
 def rollout_engine(view: ConfigView) -> Iterator[Finding]:
+    """The name set, and the engine arguments ones the installed vLLM takes (what the doctor can say anywhere)."""
     yield from name_problems(view.config)
     yield from engine_kwargs_problems(view.config)
 
 
+def rollout_engine_installed(view: ConfigView) -> Iterator[Finding]:
+    """The engine importable where the run starts: a launch input (the doctor may run on another machine)."""
+    yield from installed_problems(view.config)
+
+
 def driver_refusal(config) -> Optional[str]:
     """One message naming every engine problem of ``config`` (for upstream's driver), or None."""
-    found = [f for f in name_problems(config) + engine_kwargs_problems(config) if f.severity == ERROR]
+    found = name_problems(config) + installed_problems(config) + engine_kwargs_problems(config)
+    found = [f for f in found if f.severity == ERROR]
     return "\n  ".join(f.message for f in found) or None
 
 
@@ -180,5 +194,6 @@ def refuse_in_driver(config, prefix: str) -> None:
 
 
 tag(rollout_engine, launch=True)
+tag(rollout_engine_installed, stage=INPUTS, launch=True)
 
-RULES = (rollout_engine,)
+RULES = (rollout_engine, rollout_engine_installed)
