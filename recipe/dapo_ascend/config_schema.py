@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from verl_ascend.checks.rules_engine import rollout_names  # noqa: F401 (the recipe's view of the registry)
 from verl_ascend.run.options import FaultTolerance
 from verl_ascend.run.warm_workers import MAX_WARM_WORKERS
 
@@ -91,13 +92,6 @@ def file_list(v: Any) -> bool:
 def one_of(values: Iterable[str]) -> Callable[[Any], bool]:
     allowed = tuple(values)
     return lambda v: isinstance(v, str) and v in allowed
-
-
-def rollout_names() -> list[str]:
-    """Engine names upstream's replica registry knows (plugins such as verl.cpu's ``hf`` included)."""
-    from verl.workers.rollout.replica import RolloutReplicaRegistry
-
-    return sorted(RolloutReplicaRegistry._registry)
 
 
 def _rules() -> list[Rule]:

@@ -138,9 +138,19 @@ def main_with_config(config: DictConfig) -> int:
         lost = run_file_error(exc)  # a record of the run could not be written (in a Ray worker too)
         if lost is None:
             raise
+        _stop_ray()
         print(f"[verl-ascend] error: {lost}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _stop_ray() -> None:
+    """Shut the driver's Ray down before the last line: its log monitor keeps streaming the workers' output
+    until then, so the error would otherwise scroll away under their lines (found by scripts/fault_harness.py)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 @hydra.main(config_path="config", config_name=DEFAULT_CONFIG, version_base=None)

@@ -150,3 +150,18 @@ def test_worker_thread_counts_filled_unless_set(monkeypatch):
     assert env_vars.OMP_NUM_THREADS == "1" and str(env_vars.TQ_NUM_THREADS) == "4"
     assert any("OMP_NUM_THREADS: unset -> 1" in c for c in changes)
     assert not any("TQ_NUM_THREADS" in c for c in changes)
+
+
+@pytest.mark.e2e
+def test_main_ppo_without_a_rollout_engine_is_refused_before_ray(tiny_dir, tmp_path):
+    """Upstream's `???` for actor_rollout_ref.rollout.name used to start Ray, TransferQueue and the worker
+    group and then die in a traceback from a Ray actor; the CPU platform's driver hook names it first."""
+    overrides = [o for o in user_overrides(tiny_dir) if not o.startswith("actor_rollout_ref.rollout.name=")]
+    result = main_ppo(overrides, tmp_path / "metrics.jsonl", timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-4000:]
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("[verl.cpu] error:")]
+    assert "actor_rollout_ref.rollout.name is not set" in line and "'hf'" in line and "'vllm'" in line, line
+    for started in ("Started a local Ray instance", "TransferQueue", "Traceback"):
+        assert started not in output, output[-4000:]
+    assert not (tmp_path / "metrics.jsonl").exists()

@@ -173,3 +173,52 @@ def test_second_demo_with_an_outside_metrics_file_starts_from_step_1(entry, tmp_
         shutil.rmtree(out / "checkpoints" / EXPERIMENT)
     (side,) = [p for p in metrics.parent.iterdir() if p.name.startswith("m.trimmed-")]
     assert [json.loads(x)["step"] for x in side.read_text().splitlines()] == [1, 2, 3]  # kept, not erased
+
+
+class _Blocker:
+    """A ``sys.meta_path`` finder for which ``package`` (and its submodules) is not installed."""
+
+    def __init__(self, package):
+        self.package = package
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == self.package or fullname.startswith(self.package + "."):
+            raise ModuleNotFoundError(f"No module named {fullname!r} (blocked by the test)", name=fullname)
+        return None
+
+
+@pytest.fixture
+def without_vllm(monkeypatch):
+    import sys
+
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [_Blocker("vllm"), *sys.meta_path])
+
+
+def test_vllm_rollout_without_vllm_installed(entry, tmp_path, without_vllm):
+    _refused(entry("actor_rollout_ref.rollout.name=vllm", "+actor_rollout_ref.rollout.engine_kwargs.vllm.garbage=1"),
+             "actor_rollout_ref.rollout.name=vllm, but this Python", "cannot import 'vllm'",
+             "accepted: an engine installed here, one of ['hf'")
+    assert entry.started == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("key, needles", [
+    ("garbage_arg", ["engine_kwargs.vllm.garbage_arg: not an option of the installed vLLM's `vllm serve`",
+                     "'unrecognized arguments'", "fields of vLLM's EngineArgs"]),
+    ("enforce_eagr", ["engine_kwargs.vllm.enforce_eagr: not an option", "did you mean enforce_eager"]),
+])
+def test_unknown_vllm_engine_argument(entry, tmp_path, key, needles):
+    pytest.importorskip("vllm.engine.arg_utils", reason="vLLM not installed: its option names cannot be read")
+    _refused(entry("actor_rollout_ref.rollout.name=vllm", f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{key}=1"),
+             *needles)
+    assert entry.started == [] and not (tmp_path / "out").exists()
+
+
+def test_known_vllm_engine_arguments_start(entry):
+    """Options of `vllm serve` in either spelling (the parser takes both) reach the start."""
+    pytest.importorskip("vllm.engine.arg_utils", reason="vLLM not installed")
+    code, text = entry("actor_rollout_ref.rollout.name=vllm", "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_logprobs=4",
+                       "+actor_rollout_ref.rollout.engine_kwargs.vllm.max-num-batched-tokens=64")
+    assert code == 0 and len(entry.started) == 1, text[-3000:]
+    assert entry.started[0].actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager is True  # tiny_cpu's

@@ -9,7 +9,7 @@ toolkit assembles it with the other homes' rows through the entry-point group
 
 from __future__ import annotations
 
-from verl_ascend.seams.index import Seam, SourceContains, SourceLacks
+from verl_ascend.seams.index import HasAttr, Seam, SourceContains, SourceLacks
 
 SEAMS: tuple[Seam, ...] = (
     Seam(
@@ -163,5 +163,34 @@ SEAMS: tuple[Seam, ...] = (
         remove_when="never while the env profile is delivered through the rollout servers' runtime_env.",
         test="tests/npu/test_vllm_plugin.py",
         code="verl/ascend/vllm_plugin.py",
+    ),
+    Seam(
+        id="ascend_auto_set_device",
+        kind="runtime-patch", stage="plugin", install="verl.ascend.patch.driver_checks:install",
+        removable_if=(HasAttr("verl.plugin.platform.platform_base:PlatformBase.update_config"),),
+        target="verl.utils.device.auto_set_device, in the driver of python -m verl.trainer.main_ppo only (verl==0.9.1)",
+        why=(
+            "Upstream's main_ppo starts Ray, TransferQueue and the worker group before anything reads "
+            "actor_rollout_ref.rollout.name (mandatory, ??? in its config) or imports the engine; an unset name, "
+            "an engine not installed or an unknown vLLM engine argument then dies in a traceback from inside a Ray "
+            "actor. auto_set_device is the first thing main does with the config, in the driver. On the Ascend "
+            "platform the wrapper runs verl_ascend.checks.rules_engine's checks after upstream's function and "
+            "exits 2 naming the key and the accepted values."
+        ),
+        switched_on=(
+            "Ascend backend plugin, armed only where __main__ is verl.trainer.main_ppo; acts only when the current "
+            "platform is AscendPlatform (the CPU platform's wrapper is cpu_auto_set_device)."
+        ),
+        upstream_fix=(
+            "None filed yet: main_ppo checking mandatory values (OmegaConf.missing_keys) and the rollout engine "
+            "before ray.init, or a platform hook (PlatformBase.update_config(config)) called by auto_set_device."
+        ),
+        remove_when="upstream's driver refuses an unset or uninstalled rollout engine before Ray starts.",
+        test="tests/npu/test_driver_checks.py",
+        code="verl/ascend/patch/driver_checks.py",
+        fingerprints={
+            "verl.utils.device:auto_set_device": "031feb0fd9353899",
+            "verl.trainer.main_ppo:main": "eb706c4f6622ed04",
+        },
     ),
 )

@@ -15,7 +15,8 @@ Patch:
   wrapper passes ``backend="cpu:gloo"``; elsewhere it calls the original unchanged.
 - ``verl.utils.device.auto_set_device`` (what ``python -m verl.trainer.main_ppo`` calls first, in
   the driver, before validation and Ray) leaves the config alone when the platform is ``cpu``.
-  On the CPU platform the wrapper then fills in what a CPU run needs (``verl.cpu.config_defaults``),
+  On the CPU platform the wrapper then refuses a rollout engine that is unset or not installed
+  (``verl_ascend.checks.rules_engine``), fills in what a CPU run needs (``verl.cpu.config_defaults``),
   or exits with status 2 naming a setting that cannot work. Installed only in the driver of
   upstream's entry point (``__main__`` is ``verl.trainer.main_ppo``): Ray workers and the recipe,
   whose configs say all of this themselves, keep upstream's function.
@@ -29,7 +30,7 @@ import functools
 import sys
 
 from verl.cpu import vllm_hooks
-from verl_ascend.seams.post_import import when_imported
+from verl_ascend.seams.post_import import main_module, when_imported
 
 ROLLOUT_NAME = "hf"
 ADAPTER_FQN = "verl.cpu.rollout.adapter.HFServerAdapter"
@@ -93,7 +94,9 @@ def patch_auto_set_device(module) -> None:
         if config is None or not _on_cpu():
             return
         from verl.cpu import config_defaults
+        from verl_ascend.checks.rules_engine import refuse_in_driver
 
+        refuse_in_driver(config, "[verl.cpu]")  # rollout.name unset, its engine missing: exit 2 before Ray
         try:
             config_defaults.apply(config)
         except config_defaults.CPUConfigError as exc:
@@ -111,17 +114,9 @@ def install() -> None:
     when_imported("verl.workers.engine.fsdp.transformer_impl", register_fsdp_engines_for_cpu)
     when_imported("verl.utils.distributed", patch_process_group_backend)
     vllm_hooks.install()
-    if _main_module() in ENTRY_POINTS:
+    if main_module() in ENTRY_POINTS:
         when_imported("verl.utils.device", patch_auto_set_device)
 
 
 ENTRY_POINTS = ("verl.trainer.main_ppo",)
 
-
-def _main_module() -> str | None:
-    """NAME of ``python -m NAME`` (``None`` for scripts, pytest, Ray workers' own mains).
-
-    Read from the original command line: plugins load while runpy imports NAME's parent
-    package, before ``__main__`` becomes NAME."""
-    argv = list(getattr(sys, "orig_argv", []))
-    return argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None

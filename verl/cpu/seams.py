@@ -131,7 +131,8 @@ SEAMS: tuple[Seam, ...] = (
             "sized by the cores, on which TransferQueue's storage actors never get a CPU slot: main_ppo then hangs "
             "with no error). auto_set_device is the first thing every upstream entry point does with the config, "
             "in the driver, before validation and Ray; it leaves the config alone on 'cpu'. The wrapper (installed "
-            "only where __main__ is verl.trainer.main_ppo) then "
+            "only where __main__ is verl.trainer.main_ppo) then refuses an unset or uninstalled rollout engine "
+            "(verl_ascend.checks.rules_engine, exit 2), "
             "fills in the CPU platform's answers (verl/cpu/config_defaults.py) or exits 2 naming a setting that "
             "cannot work on a CPU."
         ),

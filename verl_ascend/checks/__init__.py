@@ -36,6 +36,7 @@ from typing import Any
 from verl_ascend.checks import (
     rules_context,
     rules_effective,
+    rules_engine,
     rules_preflight,
     rules_fsdp,
     rules_layout,
@@ -57,6 +58,7 @@ Rule = Callable[[ConfigView], Iterable[Finding]]
 BUILTIN_RULES: tuple[Rule, ...] = (
     *rules_preflight.RULES,
     *rules_effective.RULES,
+    *rules_engine.RULES,
     *rules_reward.RULES,
     *rules_sampling.RULES,
     *rules_fsdp.RULES,

@@ -141,4 +141,27 @@ SEAMS: tuple[Seam, ...] = (
         # CPython's frozen importlib has no readable source: nothing to fingerprint; read with a default.
         covers=("_initializing",),
     ),
+    Seam(
+        id="recipe_rollout_engine_names",
+        kind="private-registry", stage="driver",
+        removable_if=(HasAttr("verl.workers.rollout.replica:RolloutReplicaRegistry.names"),),
+        target="verl.workers.rollout.replica.RolloutReplicaRegistry._registry (verl==0.9.1), read only",
+        why=(
+            "The typed config view refuses an unknown actor_rollout_ref.rollout.name before Ray starts, naming the "
+            "engines that would be accepted; upstream lists them only in this private dict (its get() raises "
+            "inside a Ray actor, after start-up)."
+        ),
+        switched_on=(
+            "recipe preflight, DRY_RUN, the doctor and the backends' main_ppo driver hooks "
+            "(verl_ascend/checks/rules_engine.py::rollout_names)."
+        ),
+        upstream_fix="None filed yet: a public RolloutReplicaRegistry.names() classmethod.",
+        remove_when="upstream exposes the registered rollout names publicly.",
+        test="tests/recipe/test_refused_start.py::test_rollout_engine_names_are_read_from_upstreams_registry",
+        code="verl_ascend/checks/rules_engine.py::rollout_names",
+        fingerprints={
+            "verl.workers.rollout.replica:RolloutReplicaRegistry": "3f6c8ceeaee4b6b2",
+            "verl.workers.rollout.replica:RolloutReplicaRegistry#_registry": "8ae148653d774c57",
+        },
+    ),
 )

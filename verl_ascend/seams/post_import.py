@@ -96,3 +96,12 @@ def while_importing(module_name: str, context: Callable[[], ContextManager]) -> 
 def _arm() -> None:
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
+
+
+def main_module() -> str | None:
+    """NAME of ``python -m NAME`` (``None`` for scripts, pytest, Ray workers' own mains).
+
+    Read from the original command line: plugins load while runpy imports NAME's parent
+    package, before ``__main__`` becomes NAME. Backends arm driver-only hooks by it."""
+    argv = list(getattr(sys, "orig_argv", []))
+    return argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None

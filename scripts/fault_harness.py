@@ -1,0 +1,420 @@
+#!/usr/bin/env python
+"""Fault harness: inject each fault into a real tiny run of the DAPO recipe and check what must hold after it.
+
+    python scripts/fault_harness.py --list
+    python scripts/fault_harness.py [--only NAME[,NAME...]] [--out DIR] [--result FILE] [--tiny-dir DIR]
+
+Each fault gets its own output folder and drives ``python -m recipe.dapo_ascend.main_dapo`` (the tiny CPU
+config, 3 steps, a checkpoint every step) in its own session (``tests/recipe/fault_helpers.py``), injects
+the fault, restarts the way a user would, and then checks the invariants of issue 25 on what the runs left:
+
+- ``metrics_once``: every training step has exactly one row in ``metrics.jsonl`` (across the run and its
+  resumes), and a run that finished holds steps 1..N;
+- ``prompts_once``: no prompt of the dataset is trained twice within one data era (``prompts.jsonl``
+  against the eras of ``data_order.json``);
+- ``resumed_only_marked``: every start that resumed (``resume.jsonl``) resumed a checkpoint that carries
+  its completion marker, and no unmarked ``global_step_N`` folder is left to be resumed;
+- ``no_orphans``: 30 s after each start ended, no process of its session (the driver, Ray's GCS, raylet,
+  workers, vLLM) is alive -- found by session id, never by name;
+- ``last_line``: the last line of each start that ended on its own names what happened and how to go on.
+
+Progress is printed per fault, then a summary table; the full record (every start's exit status, last
+line and log path, every check with its detail, seconds per fault) goes to a JSON file. Exit status 0
+when every fault that ran passed. Faults of work not merged yet are listed as ``pending`` (one entry each:
+an ``inject`` function is all a new fault needs). Heavy: run it alone (``flock /tmp/verl-heavy.lock``
+on a shared machine); a fault takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.recipe.fault_helpers import RecipeRun, read_json, read_jsonl, recipe_env, session_processes  # noqa: E402
+
+STEPS = 3
+OVERRIDES = [
+    f"trainer.total_training_steps={STEPS}",
+    "trainer.save_freq=1",
+    "data.train_batch_size=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
+]
+START_TIMEOUT = 900  # Ray's start-up and a step on a loaded 2-core machine
+ORPHAN_GRACE_S = 30
+EXPERIMENT = "dapo_tiny_cpu"
+MARKER = "verl_ascend_complete.json"
+SCORE = "critic/score/mean"  # present in every training step's metrics row
+
+
+# ------------------------------------------------------------------------------------------- one fault's lab
+@dataclass
+class Start:
+    """One start of the recipe within a fault: how it ended and what it left alive."""
+
+    name: str
+    log: str
+    rc: Optional[int] = None
+    killed: bool = False  # ended by the harness (kill -9 of its tree): it could print nothing
+    last_line: str = ""
+    survivors: list[str] = field(default_factory=list)  # processes of its session alive 30 s after it ended
+    expect: list[str] = field(default_factory=list)  # what its last line must name
+
+
+class Lab:
+    """The output folder of one fault, and the starts made in it."""
+
+    def __init__(self, root: Path, tiny_dir: Path):
+        self.out = root
+        self.run_dir = root / EXPERIMENT
+        self.ckpt = root / "checkpoints" / EXPERIMENT
+        self.tiny_dir = tiny_dir
+        self.env = recipe_env(tiny_dir, root)
+        self.starts: list[Start] = []
+        self.finished = False  # the last start trained to the last step
+        self.facts: dict = {}  # what the fault observed, for the record
+
+    def launch(self, name: str, *extra: str, overrides=None) -> RecipeRun:
+        return RecipeRun([*(overrides or OVERRIDES), *extra], self.env, self.out / f"{name}.log")
+
+    def status(self) -> dict:
+        return read_json(self.run_dir / "status.json") or {}
+
+    def at(self, run: RecipeRun, step: int, phase: str, timeout: float = START_TIMEOUT):
+        return run.wait_for(lambda: (s := self.status()).get("step") == step and s.get("phase") == phase, timeout,
+                            poll_s=0.01)
+
+    def finish(self, run: RecipeRun, name: str, expect=(), timeout: float = START_TIMEOUT) -> Start:
+        """Wait for the start to end by itself; then watch its session for ``ORPHAN_GRACE_S``."""
+        try:
+            rc = run.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        return self._record(run, name, rc, killed=False, expect=expect)
+
+    def kill9(self, run: RecipeRun, name: str) -> Start:
+        """SIGKILL every process of the start's session at once (a machine losing power)."""
+        run.kill_tree()
+        return self._record(run, name, run.proc.returncode, killed=True)
+
+    def _record(self, run: RecipeRun, name: str, rc, killed: bool, expect=()) -> Start:
+        deadline = time.monotonic() + ORPHAN_GRACE_S
+        while (left := [p for p in session_processes(run.sid) if p.pid != os.getpid()]) and time.monotonic() < deadline:
+            time.sleep(1)
+        survivors = []
+        for proc in left:
+            try:
+                survivors.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
+            except Exception:  # noqa: BLE001 -- gone meanwhile
+                continue
+        run.kill_tree()  # clean up whatever survived (counted above)
+        lines = [x for x in run.output().splitlines() if x.strip()]
+        start = Start(name, str(run.log_path), rc, killed, lines[-1] if lines else "", survivors, list(expect))
+        self.starts.append(start)
+        return start
+
+
+# ------------------------------------------------------------------------------------------------ invariants
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def train_steps(run_dir: Path) -> list[int]:
+    return [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if SCORE in r.get("data", {})]
+
+
+def check_metrics_once(lab: Lab) -> Check:
+    steps = train_steps(lab.run_dir)
+    twice = sorted({s for s in steps if steps.count(s) > 1})
+    if twice:
+        return Check("metrics_once", False, f"steps with more than one metrics row: {twice} (rows: {steps})")
+    if lab.finished and steps != list(range(1, STEPS + 1)):
+        return Check("metrics_once", False, f"the run finished but metrics.jsonl holds steps {steps}, not 1..{STEPS}")
+    return Check("metrics_once", True, f"steps {steps}, one row each")
+
+
+def check_prompts_once(lab: Lab) -> Check:
+    eras = (read_json(lab.run_dir / "data_order.json") or {}).get("eras", [])
+    starts = sorted(int(e.get("after_step", 0)) for e in eras) or [0]
+    seen: dict[tuple[int, int], int] = {}
+    twice = []
+    for record in read_jsonl(lab.run_dir / "prompts.jsonl"):
+        era = max([s for s in starts if s < record["step"]], default=starts[0])  # an era covers the steps after it
+        for index in record.get("index", []):
+            if (era, index) in seen:
+                twice.append(f"prompt {index}: step {seen[(era, index)]} and step {record['step']}")
+            seen.setdefault((era, index), record["step"])
+    if twice:
+        return Check("prompts_once", False, "; ".join(twice[:10]))
+    return Check("prompts_once", True, f"{len(seen)} prompts, each once per data era (eras after steps {starts})")
+
+
+def check_resumed_only_marked(lab: Lab) -> Check:
+    problems = []
+    for record in read_jsonl(lab.run_dir / "resume.jsonl"):
+        step = int(record.get("resume_step", 0))
+        if step and not (lab.ckpt / f"global_step_{step}" / MARKER).exists():
+            problems.append(f"a start resumed global_step_{step}, which carries no {MARKER}")
+    if lab.finished:  # anything unproven would have been quarantined by the last start or is its own
+        unmarked = sorted(p.name for p in lab.ckpt.glob("global_step_*") if p.is_dir()
+                          and not p.name.endswith(".incomplete") and not (p / MARKER).exists())
+        problems += [f"{name} is left without its marker" for name in unmarked]
+    resumed = [int(r.get("resume_step", 0)) for r in read_jsonl(lab.run_dir / "resume.jsonl")]
+    return Check("resumed_only_marked", not problems, "; ".join(problems) or f"starts resumed after steps {resumed}")
+
+
+def check_no_orphans(lab: Lab) -> Check:
+    left = [f"{s.name}: {p}" for s in lab.starts for p in s.survivors]
+    return Check("no_orphans", not left, "; ".join(left) or
+                 f"no process of {len(lab.starts)} start(s) alive {ORPHAN_GRACE_S} s after it ended")
+
+
+def check_last_line(lab: Lab) -> Check:
+    bad = []
+    for start in lab.starts:
+        missing = [needle for needle in start.expect if not re.search(needle, start.last_line)]
+        if missing or "Traceback" in start.last_line:
+            bad.append(f"{start.name}: last line {start.last_line[:300]!r} lacks {missing}")
+    return Check("last_line", not bad, "; ".join(bad) or "every start ended on a line naming what happened")
+
+
+INVARIANTS = (check_metrics_once, check_prompts_once, check_resumed_only_marked, check_no_orphans, check_last_line)
+
+
+def check_exit(start: Start, code: Optional[int]) -> Check:
+    return Check(f"exit_{start.name}", start.rc == code, f"{start.name} exited {start.rc} (expected {code})")
+
+
+# --------------------------------------------------------------------------------------------------- faults
+RERUN = r"run the same command again"
+
+
+def kill9_tree(lab: Lab) -> list[Check]:
+    """kill -9 of the whole process tree while step 2 generates; the same command resumes after step 1."""
+    run = lab.launch("killed")
+    try:
+        lab.at(run, 2, "rollout")
+    finally:
+        killed = lab.kill9(run, "killed")
+    final = lab.finish(lab.launch("resumed"), "resumed")
+    lab.finished = final.rc == 0
+    resumed = [r.get("resume_step") for r in read_jsonl(lab.run_dir / "resume.jsonl")]
+    return [check_exit(final, 0),
+            Check("resumed_after_step_1", resumed == [0, 1], f"resume steps per start: {resumed} (killed at {killed.name})")]
+
+
+def _chattr(path: Path, flag: str) -> bool:
+    return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+
+
+def metrics_unwritable(lab: Lab) -> list[Check]:
+    """The metrics file made unwritable (immutable) while step 2 saves its checkpoint: the run stops naming
+    the file and the errno; the checkpoint of the step whose metrics were lost carries no marker, so the
+    rerun quarantines it and trains that step again."""
+    metrics = lab.run_dir / "metrics.jsonl"
+    run = lab.launch("unwritable")
+    try:
+        lab.at(run, 2, "save_checkpoint")
+        if not _chattr(metrics, "+i"):  # root ignores permission bits; an immutable inode refuses its open fd too
+            run.kill_tree()
+            raise Skip("chattr +i is not supported on this file system")
+        stopped = lab.finish(run, "unwritable", expect=[r"cannot write .*metrics\.jsonl: errno 1 \(EPERM", RERUN])
+    finally:
+        _chattr(metrics, "-i")
+        if run.alive():
+            run.kill_tree()
+    final = lab.finish(lab.launch("rerun"), "rerun")
+    lab.finished = final.rc == 0
+    quarantined = sorted(p.name for p in lab.ckpt.glob("*.incomplete"))
+    return [check_exit(stopped, 1), check_exit(final, 0),
+            Check("unmarked_quarantined", bool(quarantined), f"quarantined by the rerun: {quarantined}")]
+
+
+def marker_deleted(lab: Lab) -> list[Check]:
+    """A finished run's last checkpoint loses its completion marker; a longer rerun must not resume it."""
+    first = lab.finish(lab.launch("first", overrides=[*OVERRIDES, "trainer.total_training_steps=2"]), "first")
+    (lab.ckpt / "global_step_2" / MARKER).unlink()
+    final = lab.finish(lab.launch("rerun"), "rerun")
+    lab.finished = final.rc == 0
+    log = Path(final.log).read_text(errors="replace")
+    said = "global_step_2 is not proven whole" in log and "quarantined as global_step_2.incomplete" in log
+    return [check_exit(first, 0), check_exit(final, 0),
+            Check("quarantine_said", said and (lab.ckpt / "global_step_2.incomplete").is_dir(),
+                  "the rerun printed the quarantine of global_step_2 and kept it as global_step_2.incomplete")]
+
+
+def _reverse_rows(path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(table.take(list(range(table.num_rows - 1, -1, -1))), path)
+
+
+def data_replaced(lab: Lab) -> list[Check]:
+    """The training file is replaced (rows reversed) between resumes: refused before Ray naming the file;
+    ``fault_tolerance.new_data_order=true`` then continues with a fresh data order, recorded."""
+    data = lab.out / "data" / "train.parquet"
+    data.parent.mkdir(parents=True)
+    shutil.copy(lab.tiny_dir / "data" / "train.parquet", data)
+    own = [*OVERRIDES, f"data.train_files={data}"]
+    first = lab.finish(lab.launch("first", "trainer.total_training_steps=2", overrides=own), "first")
+    _reverse_rows(data)
+    refused = lab.finish(lab.launch("changed", overrides=own), "changed", expect=[
+        r"data\.train_files: the data changed since the checkpoint of step 2", re.escape(str(data)),
+        r"fault_tolerance\.new_data_order=true"])
+    final = lab.finish(lab.launch("new_order", "fault_tolerance.new_data_order=true", overrides=own), "new_order")
+    lab.finished = final.rc == 0
+    eras = [e.get("after_step") for e in (read_json(lab.run_dir / "data_order.json") or {}).get("eras", [])]
+    return [check_exit(first, 0), check_exit(refused, 2), check_exit(final, 0),
+            Check("new_era_recorded", eras == [0, 2], f"data eras begin after steps {eras}")]
+
+
+def second_run(lab: Lab) -> list[Check]:
+    """A second run on the same folders while the first trains: refused at once naming the first."""
+    first = lab.launch("first")
+    try:
+        first.wait_for(lambda: (lab.run_dir / "owner.json").exists(), START_TIMEOUT)
+        pid = first.proc.pid
+        second = lab.finish(lab.launch("second"), "second", expect=[r"another run is using", f"PID {pid}"], timeout=300)
+        first_alive = first.alive()
+    finally:
+        done = lab.finish(first, "first")
+    lab.finished = done.rc == 0
+    return [check_exit(second, 2), check_exit(done, 0),
+            Check("first_kept_running", first_alive, "the first run was still training when the second was refused")]
+
+
+class Skip(Exception):
+    """The fault cannot be injected on this machine (the reason is recorded)."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    what: str
+    inject: Optional[Callable[[Lab], list[Check]]] = None
+    pending: str = ""  # the work the fault waits for; empty: ready
+
+
+LIFETIME = "issue 25 item 3 (branch i25-lifetime): enabled by the coordinator after the merge"
+RUNTIME = "issue 25 item 4 (branch i25-rtfaults): enabled by the coordinator after the merge"
+FAULTS = (
+    Fault("kill9_tree", "kill -9 of the whole process tree mid-run, then the same command", kill9_tree),
+    Fault("metrics_unwritable", "metrics.jsonl made unwritable mid-run (chattr +i), then fixed and rerun",
+          metrics_unwritable),
+    Fault("marker_deleted", "a checkpoint's completion marker deleted, then a longer rerun", marker_deleted),
+    Fault("data_replaced", "training data replaced between resumes; refused, then new_data_order=true", data_replaced),
+    Fault("second_run", "a second run on the same folders while the first runs", second_run),
+    Fault("driver_kill9", "kill -9 of the driver alone: its cluster must stop, the lock held until it has", pending=LIFETIME),
+    Fault("driver_sigterm", "SIGTERM to the driver: clean stop, non-zero exit, how to resume", pending=LIFETIME),
+    Fault("driver_sigint", "SIGINT (Ctrl-C) to the driver: clean stop, non-zero exit, how to resume", pending=LIFETIME),
+    Fault("disk_full", "no space left during a checkpoint save", pending=RUNTIME),
+    Fault("engine_core_kill", "kill -9 of the vLLM engine-core process behind a live server", pending=RUNTIME),
+    Fault("worker_oom", "a training worker SIGKILLed / OOM-killed by Ray", pending=RUNTIME),
+)
+BY_NAME = {f.name: f for f in FAULTS}
+
+
+# ---------------------------------------------------------------------------------------------------- runner
+def run_fault(fault: Fault, root: Path, tiny_dir: Path) -> dict:
+    record = {"name": fault.name, "what": fault.what, "status": "pending", "seconds": 0.0, "starts": [], "checks": []}
+    if fault.pending:
+        record["reason"] = fault.pending
+        return record
+    lab_dir = root / fault.name
+    shutil.rmtree(lab_dir, ignore_errors=True)
+    lab_dir.mkdir(parents=True)
+    lab = Lab(lab_dir, tiny_dir)
+    began = time.monotonic()
+    try:
+        checks = fault.inject(lab) + [invariant(lab) for invariant in INVARIANTS]
+        record["status"] = "pass" if all(c.ok for c in checks) else "fail"
+    except Skip as exc:
+        checks, record["status"], record["reason"] = [], "skipped", str(exc)
+    except Exception as exc:  # noqa: BLE001 -- a fault that could not be driven is a failure, recorded
+        checks = [Check("driven", False, f"{type(exc).__name__}: {str(exc)[:2000]}")]
+        record["status"] = "fail"
+    record["seconds"] = round(time.monotonic() - began, 1)
+    record["starts"] = [asdict(s) for s in lab.starts]
+    record["checks"] = [asdict(c) for c in checks]
+    return record
+
+
+def summary(records: list[dict]) -> str:
+    rows = [("fault", "status", "seconds", "failed checks")]
+    for r in records:
+        failed = ", ".join(c["name"] for c in r["checks"] if not c["ok"]) or r.get("reason", "")[:60]
+        rows.append((r["name"], r["status"], f"{r['seconds']:.0f}" if r["status"] != "pending" else "-", failed))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def selected(only: Optional[str]) -> list[Fault]:
+    if not only:
+        return list(FAULTS)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        raise SystemExit(f"fault_harness: unknown fault(s) {unknown}; accepted: {list(BY_NAME)} (see --list)")
+    return [BY_NAME[n] for n in names]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python scripts/fault_harness.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--list", action="store_true", help="list the faults (ready and pending) and exit")
+    parser.add_argument("--only", help="comma-separated fault names to run (default: every ready fault)")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "verl-fault-harness",
+                        help="folder for the runs' outputs, one subfolder per fault (default: %(default)s)")
+    parser.add_argument("--result", type=Path, help="JSON result file (default: <out>/result.json)")
+    parser.add_argument("--tiny-dir", type=Path, help="tiny model and data (default: $VERL_ASCEND_TINY_DIR or "
+                        "~/.cache/verl-ascend/tiny; built there if missing)")
+    args = parser.parse_args(argv)
+    faults = selected(args.only)
+    if args.list:
+        for fault in faults:
+            print(f"{fault.name:20} {'pending' if fault.pending else 'ready':8} {fault.what}")
+        return 0
+    from recipe.dapo_ascend.tiny.assets import build
+
+    tiny = args.tiny_dir or Path(os.environ.get("VERL_ASCEND_TINY_DIR", Path.home() / ".cache/verl-ascend/tiny"))
+    tiny_dir = build(tiny)
+    result_path = args.result or args.out / "result.json"
+    records, began = [], time.monotonic()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped harness still cleans up its runs
+    for i, fault in enumerate(faults, 1):
+        print(f"[fault-harness] {i}/{len(faults)} {fault.name}: {'pending' if fault.pending else fault.what}", flush=True)
+        record = run_fault(fault, args.out, tiny_dir)
+        records.append(record)
+        for check in record["checks"]:
+            print(f"    {'ok  ' if check['ok'] else 'FAIL'} {check['name']}: {check['detail'][:400]}", flush=True)
+        print(f"    -> {record['status']} ({record['seconds']:.0f} s)", flush=True)
+    total = round(time.monotonic() - began, 1)
+    result = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "total_seconds": total,
+              "out": str(args.out), "faults": records}
+    result_path.parent.mkdir(parents=True, exist_ok=True)
+    result_path.write_text(json.dumps(result, indent=2))
+    print(summary(records))
+    print(f"[fault-harness] {total:.0f} s; result: {result_path}")
+    return 1 if any(r["status"] == "fail" for r in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
