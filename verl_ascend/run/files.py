@@ -50,17 +50,6 @@ class RunFileError(OSError):
         return cls(exc.errno, exc.strerror or str(exc), os.path.abspath(path))
 
 
-def run_file_error(exc: BaseException) -> Optional[RunFileError]:
-    """The ``RunFileError`` behind ``exc``, also when Ray wrapped it (``RayTaskError.cause``)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, RunFileError) and type(exc) is RunFileError:
-            return exc
-        exc = getattr(exc, "cause", None) or exc.__cause__ or exc.__context__
-    return None
-
-
 def _fsync_dir(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
