@@ -102,9 +102,7 @@ def what_happened(exc: BaseException, site: RunSite) -> Optional[str]:
 
 # ----------------------------------------------------------------------------- files and disks
 def _run_file(exc: RunFileError) -> str:
-    if exc.errno in DISK_FULL:
-        return f"no space left on device in {os.path.dirname(exc.filename)}: cannot write {exc.filename} ({_errno(exc)})"
-    return f"cannot write {exc.filename} ({_errno(exc)}), a record of the run"
+    return f"{exc.what()}; the run stopped at the first record it could not keep"
 
 
 def _os_error(exc: OSError, site: RunSite) -> Optional[str]:
@@ -224,7 +222,7 @@ def _actor_died(exc: BaseException) -> Optional[str]:
     pid = _field(r"\tpid: (\d+)", text)
     node = _field(r"\tip: (\S+)", text)
     exit_type = _field(r"Worker exit type: (\S+)", text)
-    who = f"Ray actor {actor}" if actor else "a Ray worker"
+    who = f"Ray actor {actor.rsplit('.', 1)[-1]}" if actor else "a Ray worker"  # "create_colocated_worker_cls.<locals>.WorkerDict"
     where = ", ".join(filter(None, (f"name {name}" if name else "", f"pid {pid}" if pid else "",
                                     f"node {node}" if node else "")))
     if exit_type == "SYSTEM_ERROR" or "connection error code" in text or type(exc).__name__ == "WorkerCrashedError":

@@ -35,12 +35,15 @@ class RunFileError(OSError):
     complete checkpoint resumes. Constructed like ``OSError(errno, strerror, filename)`` so it
     pickles through Ray unchanged."""
 
-    def __str__(self) -> str:
+    def what(self) -> str:
+        """The file and the errno: the message's first sentence (the driver's last line adds what was kept)."""
         code = errno_names.errorcode.get(self.errno, "?") if self.errno is not None else "?"
+        return f"cannot write {self.filename}: errno {self.errno} ({code}: {self.strerror})"
+
+    def __str__(self) -> str:
         return (
-            f"cannot write {self.filename}: errno {self.errno} ({code}: {self.strerror}). The run stopped here so "
-            "that no further record is lost; fix the cause (permissions, free space) and run the same command "
-            "again: it resumes from the last complete checkpoint"
+            f"{self.what()}. The run stopped here so that no further record is lost; fix the cause (permissions, "
+            "free space) and run the same command again: it resumes from the last complete checkpoint"
         )
 
     @classmethod

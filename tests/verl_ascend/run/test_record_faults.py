@@ -71,7 +71,8 @@ def test_the_error_survives_ray_and_the_driver_prints_one_line(tmp_path):
     wrapped = RayTaskError("TaskRunner.run", "Traceback (most recent call last): ...", copy).as_instanceof_cause()
     site = faults.RunSite(str(tmp_path / "ckpt"), str(tmp_path / "run"))
     assert faults.what_happened(wrapped, site) == (
-        "cannot write /runs/exp/metrics.jsonl (errno 13 EACCES: Permission denied), a record of the run"
+        "cannot write /runs/exp/metrics.jsonl: errno 13 (EACCES: Permission denied); the run stopped at the first "
+        "record it could not keep"
     )
     assert faults.what_happened(RuntimeError("other"), site) is None
 
@@ -88,7 +89,7 @@ def test_main_returns_1_with_the_message(tmp_path, monkeypatch, capsys):
     assert main_dapo.main_with_config(OmegaConf.create({})) == 1
     err = capsys.readouterr().err
     assert err.startswith(
-        "[verl-ascend] error: no space left on device in /runs/exp: cannot write /runs/exp/metrics.jsonl "
-        "(errno 28 ENOSPC: No space left on device). Kept: no complete checkpoint yet"
+        "[verl-ascend] error: cannot write /runs/exp/metrics.jsonl: errno 28 (ENOSPC: No space left on device); the "
+        "run stopped at the first record it could not keep. Kept: no complete checkpoint yet"
     )
     assert err.count("\n") == 1 and "Traceback" not in err

@@ -136,8 +136,9 @@ def test_probe_gives_the_errno_of_the_folder(tmp_path, immutable):
 
 def test_sigkilled_worker_names_the_actor_its_pid_and_the_signal(site):
     died = _actor_died(
-        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
-        "Worker unexpectedly exits with a connection error code 2. End of file."
+        class_name="create_colocated_worker_cls.<locals>.WorkerDict",  # how verl's colocated workers are named
+        error_message="The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2. End of file.",
     )
     line = faults.describe_failure(_ray_hops(died, "TaskRunner.run"), site)
     assert line.startswith("Ray actor WorkerDict (pid 4242, node 10.0.0.7) died: its process ended without a word: "
