@@ -90,7 +90,7 @@ def what_happened(exc: BaseException, site: RunSite) -> Optional[str]:
         lambda e: isinstance(e, OSError) and _os_error(e, site),
         lambda e: isinstance(e, RuntimeError) and any(m in str(e) for m in TORCH_WRITER) and _checkpoint_write(e, site),
         _memory_monitor,
-        _actor_died,
+        actor_death,
     )
     for rule in rules:
         for cause in causes:
@@ -213,7 +213,8 @@ def _is_ray_actor_error(exc: BaseException) -> bool:
     return any(c.__name__ in ("RayActorError", "WorkerCrashedError", "NodeDiedError") for c in type(exc).__mro__)
 
 
-def _actor_died(exc: BaseException) -> Optional[str]:
+def actor_death(exc: BaseException) -> Optional[str]:
+    """``Ray actor <class> (name, pid, node) died: <why>`` from a Ray actor error's text, else None."""
     if not _is_ray_actor_error(exc):
         return None
     text = str(exc)
@@ -257,9 +258,14 @@ def last_complete(root: str) -> Optional[tuple[int, str]]:
 
 
 def kept_and_resume(site: RunSite) -> str:
-    found = last_complete(site.checkpoints)
-    unmarked = [os.path.basename(p) for s, p in sorted(step_dirs(site.checkpoints).items())
-                if not found or s > found[0]]
+    """``Kept: <last complete checkpoint>[; unmarked newer folders]. To resume from it, ...<command>``."""
+    try:
+        found = last_complete(site.checkpoints)
+        unmarked = [os.path.basename(p) for s, p in sorted(step_dirs(site.checkpoints).items())
+                    if not found or s > found[0]]
+    except OSError as exc:  # the folder itself is what failed: say so rather than fail the report
+        return (f"Kept: unknown (cannot read {site.checkpoints}: {exc.strerror}). To resume, fix the cause and run "
+                f"the same command again{f': {site.command}' if site.command else ''}")
     if found:
         kept = f"Kept: {found[1]} (step {found[0]}, the last complete checkpoint)"
     else:

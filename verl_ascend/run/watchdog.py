@@ -39,8 +39,11 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 from typing import Any, Optional
+
+from verl_ascend.run.faults import actor_death
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +125,7 @@ class RolloutWatchdog:
             try:
                 health = ray.get(ref)
             except ray.exceptions.RayActorError as exc:
-                dead[label] = _first_line(exc)
+                dead[label] = actor_death(exc) or _first_line(exc)
                 continue
             except Exception as exc:  # the ping itself failed: treat as dead, say why
                 dead[label] = f"{type(exc).__name__}: {_first_line(exc)}"
@@ -138,8 +141,9 @@ class RolloutWatchdog:
         if not health.get("engine_dead"):
             self._children[label] = now
             return None
-        gone = [f"{name} (pid {pid})" for pid, name in sorted(before.items()) if pid not in now]
-        lost = f"engine process {', '.join(gone)} died" if gone else "its engine process died (pid unknown)"
+        exited = [f"{name} (pid {pid}) {_exit(code)}" for pid, name, code in health.get("engines", []) if code is not None]
+        gone = exited or [f"{name} (pid {pid}) died" for pid, name in sorted(before.items()) if pid not in now]
+        lost = f"engine process {', '.join(gone)}" if gone else "its engine process died (pid unknown)"
         return f"{lost}; the server actor (pid {health.get('pid')}) is alive, its engine reports dead"
 
     def dead_servers(self, wait_s: float = 5.0) -> dict[str, str]:
@@ -240,9 +244,11 @@ class RolloutWatchdog:
 
 def server_health(server) -> dict:
     """Runs inside a rollout server actor (sent by ``__ray_call__``): its engine's own verdict
-    (vLLM's ``AsyncLLM.errored``, set by vLLM's monitor the moment an engine-core process exits) and
-    its live child processes, so a death behind a live actor is named by pid. A server without an
-    engine process (the CPU ``hf`` server: its engine is in-process) reports no children."""
+    (vLLM's ``AsyncLLM.errored``, set by vLLM's monitor the moment an engine-core process exits), the
+    engine's processes with their exit codes (vLLM's process manager) and the actor's live child
+    processes (named when the engine keeps no process list), so a death behind a live actor is named
+    by pid and signal. A server without an engine process (the CPU ``hf`` server: its engine runs in
+    the actor) reports none."""
     import psutil
 
     engine = getattr(server, "engine", None)
@@ -256,7 +262,30 @@ def server_health(server) -> dict:
                 continue
     except psutil.Error:
         pass
-    return {"pid": os.getpid(), "engine_dead": bool(getattr(engine, "errored", False)), "children": children}
+    return {"pid": os.getpid(), "engine_dead": bool(getattr(engine, "errored", False)), "children": children,
+            "engines": _engine_processes(engine)}
+
+
+def _engine_processes(engine) -> list[tuple[int, str, Optional[int]]]:
+    """(pid, name, exit code or None) of vLLM's engine-core processes
+    (``AsyncLLM.engine_core.resources.engine_manager.processes``); empty for any other engine."""
+    manager = getattr(getattr(getattr(engine, "engine_core", None), "resources", None), "engine_manager", None)
+    found = []
+    for proc in getattr(manager, "processes", None) or []:
+        try:
+            found.append((proc.pid, proc.name, proc.exitcode))
+        except Exception:  # a process object of another kind: skip it, the children still name it
+            continue
+    return found
+
+
+def _exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
 
 
 def _first_line(exc: BaseException) -> str:

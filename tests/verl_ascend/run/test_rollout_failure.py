@@ -93,6 +93,7 @@ def test_dead_server_is_reported_at_the_next_poll(ray_local):
             time.sleep(0.2)
     message = str(info.value)
     assert "step 7" in message and "replica 0 (hf-replica-0)" in message and "died during generation" in message
+    assert f"[Ray actor Server (pid {pid}, node " in message  # from Ray's ActorDiedError text
     assert "running 2" in message
 
 
@@ -204,6 +205,7 @@ def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_pa
         assert status and status["step"] == 1, run.output()[-3000:]
         server = _server_process(run)
         assert server is not None, "no ray::HFRolloutServer process in the run's session"
+        pid = server.pid
         server.kill()
         # The run must end on its own (the watchdog), well before the stall timeout would.
         rc = run.proc.wait(timeout=300)
@@ -212,7 +214,9 @@ def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_pa
     text = run.output()
     assert rc == 1
     last = [line for line in text.splitlines() if line.strip()][-1]  # the driver's one line, no traceback after it
-    assert last.startswith("[verl-ascend] error: step 1: rollout server died during generation: replica 0"), text[-4000:]
+    assert last.startswith("[verl-ascend] error: step 1: rollout server died during generation: replica 0 "
+                           "(hf-replica-0) [Ray actor HFRolloutServer ("), text[-4000:]
+    assert f"pid {pid}, node " in last and "died: its process ended without a word: killed by a signal" in last, last
     assert "To resume from it, fix the cause and run the same command again: python -m recipe.dapo_ascend.main_dapo" in last
     metrics = run_dir / "metrics.jsonl"
     assert not metrics.exists() or metrics.read_text() == ""  # the failed step logged nothing

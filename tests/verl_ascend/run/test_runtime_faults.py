@@ -76,8 +76,15 @@ def small_tmpfs(tmp_path):
 
 @pytest.fixture
 def immutable(tmp_path):
+    """A folder nobody may write into: ``chattr +i`` as root (permission bits do not stop root), else
+    mode 0555 (EACCES instead of EPERM)."""
     folder = tmp_path / "frozen"
     folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
     done = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"chattr +i not supported here: {done.stderr.strip()}")
@@ -85,6 +92,9 @@ def immutable(tmp_path):
         yield folder
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=False)
+
+
+DENIED = "errno 1 EPERM: Operation not permitted" if os.geteuid() == 0 else "errno 13 EACCES: Permission denied"
 
 
 def test_torch_writer_on_a_full_disk_says_no_space_left_naming_the_folder(site, small_tmpfs):
@@ -117,21 +127,20 @@ def test_checkpoint_folder_made_unwritable_mid_run(site, immutable):
     with pytest.raises(PermissionError) as made:  # upstream's own mkdir of the next step's folder
         local_mkdir_safe(str(immutable / "global_step_2" / "actor"))
     line = faults.describe_failure(_ray_hops(made.value, "WorkerDict.save_checkpoint", "TaskRunner.run"), site)
-    assert line.startswith(f"permission denied writing {immutable}/global_step_2 (errno 1 EPERM: Operation not "
-                           "permitted); make it writable. Kept: ")
+    assert line.startswith(f"permission denied writing {immutable}/global_step_2 ({DENIED}); make it writable. Kept: ")
 
     with pytest.raises(RuntimeError) as saved:  # torch's writer: "open file failed", no path
         torch.save({"w": 1}, str(immutable / "data.pt"))
     frozen = faults.RunSite(str(immutable), site.run_dir)
     line = faults.describe_failure(_ray_hops(saved.value, "TaskRunner.run"), frozen)
-    assert line.startswith(f"permission denied writing the checkpoint folder {immutable}/global_step_2 "
-                           "(EPERM: Operation not permitted); make it writable")
+    code = DENIED.split(" ", 2)[2]  # "EPERM: Operation not permitted"
+    assert line.startswith(f"permission denied writing the checkpoint folder {immutable}/global_step_2 ({code}); make it writable")
 
 
 def test_probe_gives_the_errno_of_the_folder(tmp_path, immutable):
     assert faults.probe_folder(str(tmp_path / "not" / "yet" / "made")) is None  # nearest parent is writable
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".verl_ascend_write_probe")]
-    assert faults.probe_folder(str(immutable / "global_step_3")) == errno.EPERM
+    assert faults.probe_folder(str(immutable / "global_step_3")) == (errno.EPERM if os.geteuid() == 0 else errno.EACCES)
 
 
 def test_sigkilled_worker_names_the_actor_its_pid_and_the_signal(site):
@@ -234,3 +243,43 @@ def test_main_prints_the_traceback_of_an_unnamed_fault_then_the_line(recipe_conf
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0] == "Traceback (most recent call last):"
     assert lines[-1].startswith(f"[verl-ascend] error: the run stopped: KeyError: '{marker}'. Kept: ")
+
+
+def _sleeper():
+    import time
+
+    time.sleep(600)
+
+
+def test_server_health_names_a_killed_engine_process_by_pid_and_signal():
+    """``server_health`` as it runs in a vLLM server actor, here in-process on an object shaped like
+    ``vLLMHttpServer`` -> ``AsyncLLM`` -> ``MPClient.resources.engine_manager.processes`` holding a real
+    ``multiprocessing`` process (vLLM's engine cores are those), SIGKILLed."""
+    import multiprocessing
+    import signal
+    from types import SimpleNamespace
+
+    from verl_ascend.run.watchdog import RolloutWatchdog, server_health
+
+    proc = multiprocessing.get_context("spawn").Process(target=_sleeper, name="EngineCore_DP0", daemon=True)
+    proc.start()
+    manager = SimpleNamespace(processes=[proc])
+    engine = SimpleNamespace(errored=False, engine_core=SimpleNamespace(resources=SimpleNamespace(engine_manager=manager)))
+    server = SimpleNamespace(engine=engine)
+    dog = RolloutWatchdog(lambda: [], rollout_timeout_s=60, ping_timeout_s=5)
+    healthy = server_health(server)
+    assert healthy["engines"] == [(proc.pid, "EngineCore_DP0", None)] and proc.pid in healthy["children"]
+    assert dog._engine_dead("replica 0", healthy) is None
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(30)
+    engine.errored = True  # what vLLM's monitor thread sets when the sentinel fires
+    assert dog._engine_dead("replica 0", server_health(server)) == (
+        f"engine process EngineCore_DP0 (pid {proc.pid}) was killed by SIGKILL; the server actor (pid {os.getpid()}) "
+        "is alive, its engine reports dead"
+    )
+    # An engine without a process list: named from the children seen at the last healthy answer.
+    assert dog._engine_dead("replica 1", {"engine_dead": False, "children": {41: "python"}, "pid": 9}) is None
+    assert dog._engine_dead("replica 1", {"engine_dead": True, "children": {}, "pid": 9}) == (
+        "engine process python (pid 41) died; the server actor (pid 9) is alive, its engine reports dead"
+    )
+    assert server_health(SimpleNamespace(engine=object()))["engine_dead"] is False  # the hf server: no engine process
