@@ -171,7 +171,7 @@ def test_vllm_engine_core_killed_behind_its_live_server_is_named_by_the_watchdog
     text = run.output()
     last = _assert_one_clear_line(text, rc)
     assert ": rollout server died during generation: replica 0" in last, text[-4000:]
-    assert (f"[engine process EngineCore_DP0 (pid {pid}) was killed by SIGKILL; the server actor (pid {server.pid}) "
+    assert (f"[engine process EngineCore (pid {pid}) was killed by SIGKILL; the server actor (pid {server.pid}) "
             "is alive, its engine reports dead]") in last, last
     assert "To resume from it, fix the cause and run the same command again" in last
 

@@ -43,7 +43,7 @@ import signal
 import time
 from typing import Any, Optional
 
-from verl_ascend.run.faults import actor_death
+from verl_ascend.run.faults import actor_death, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +125,10 @@ class RolloutWatchdog:
             try:
                 health = ray.get(ref)
             except ray.exceptions.RayActorError as exc:
-                dead[label] = actor_death(exc) or _first_line(exc)
+                dead[label] = actor_death(exc) or first_line(exc)
                 continue
             except Exception as exc:  # the ping itself failed: treat as dead, say why
-                dead[label] = f"{type(exc).__name__}: {_first_line(exc)}"
+                dead[label] = f"{type(exc).__name__}: {first_line(exc)}"
                 continue
             engine_dead = self._engine_dead(label, health)
             if engine_dead:
@@ -286,11 +286,6 @@ def _exit(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with status {code}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _fmt_counts(counts: dict) -> str:
