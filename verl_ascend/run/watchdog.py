@@ -14,6 +14,11 @@ wraps the trainer's own replay-buffer instance, no upstream class is patched:
 
 - each poll pings every rollout server (non-blocking); a server whose actor died fails the step
   at once with ``RolloutServerDiedError`` naming the replica, its address and the step;
+- the ping runs ``server_health`` inside the server actor (Ray's ``__ray_call__``): a server whose
+  actor lives on while its engine died (vLLM's engine-core process killed: vLLM's own monitor
+  marks the engine dead within a second) fails the step the same way, naming the engine process
+  that died and its pid -- within ``PING_INTERVAL_S`` plus one poll while the step waits for
+  rollouts, else when the step ends and pushes weights;
 - if no prompt group and no trajectory changed state for ``fault_tolerance.rollout_timeout_s``
   seconds, the step fails with ``RolloutStalledError`` giving the counts (pending, running,
   finished, failed) and which servers did not answer a ping;
@@ -33,14 +38,19 @@ Config (top-level section of the recipe's configs, parsed by ``verl_ascend/run/o
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 from typing import Any, Optional
+
+from verl_ascend.run.faults import actor_death, first_line
 
 logger = logging.getLogger(__name__)
 
 # A server that answered a ping is pinged again this much later at the earliest (the replay
 # buffer may poll every 0.2 s; a 128-card job has dozens of servers).
 PING_INTERVAL_S = 5.0
+RESUME_ADVICE = "run the same command again to resume from the last complete checkpoint."
 
 
 class RolloutFailure(RuntimeError):
@@ -71,6 +81,7 @@ class RolloutWatchdog:
         self.ping_timeout_s = ping_timeout_s
         self._clock = clock
         self._pings: dict[str, tuple[Any, float]] = {}
+        self._children: dict[str, dict[int, str]] = {}  # label -> live child processes at its last healthy answer
         self._answered: dict[str, float] = {}
         self._signature: Optional[tuple] = None
         self._last_progress = clock()
@@ -99,7 +110,7 @@ class RolloutWatchdog:
         for label, handle in servers:
             recent = now - self._answered.get(label, float("-inf")) < PING_INTERVAL_S
             if label not in self._pings and (force or not recent):
-                self._pings[label] = (handle.__ray_ready__.remote(), now)
+                self._pings[label] = (handle.__ray_call__.remote(server_health), now)
         refs = [ref for ref, _ in self._pings.values()]
         if refs:
             ray.wait(refs, num_returns=len(refs), timeout=wait_s)
@@ -112,12 +123,28 @@ class RolloutWatchdog:
             del self._pings[label]
             self._answered[label] = self._clock()
             try:
-                ray.get(ref)
+                health = ray.get(ref)
             except ray.exceptions.RayActorError as exc:
-                dead[label] = _first_line(exc)
+                dead[label] = actor_death(exc) or first_line(exc)
+                continue
             except Exception as exc:  # the ping itself failed: treat as dead, say why
-                dead[label] = f"{type(exc).__name__}: {_first_line(exc)}"
+                dead[label] = f"{type(exc).__name__}: {first_line(exc)}"
+                continue
+            engine_dead = self._engine_dead(label, health)
+            if engine_dead:
+                dead[label] = engine_dead
         return dead, silent
+
+    def _engine_dead(self, label: str, health: dict) -> Optional[str]:
+        """Why ``label``'s engine is dead behind its live server actor, else None (its processes recorded)."""
+        before, now = self._children.get(label, {}), health.get("children", {})
+        if not health.get("engine_dead"):
+            self._children[label] = now
+            return None
+        exited = [f"{name} (pid {pid}) {_exit(code)}" for pid, name, code in health.get("engines", []) if code is not None]
+        gone = exited or [f"{name} (pid {pid}) died" for pid, name in sorted(before.items()) if pid not in now]
+        lost = f"engine process {', '.join(gone)}" if gone else "its engine process died (pid unknown)"
+        return f"{lost}; the server actor (pid {health.get('pid')}) is alive, its engine reports dead"
 
     def dead_servers(self, wait_s: float = 5.0) -> dict[str, str]:
         dead, _ = self.poll_servers(wait_s=wait_s, force=True)
@@ -173,7 +200,7 @@ class RolloutWatchdog:
         tail = f"; {_fmt_counts(counts)}" if counts else ""
         return (
             f"{self._where()}: rollout server died during generation: {names}{tail}. The step is abandoned; "
-            "run the same command again to resume from the last complete checkpoint."
+            + RESUME_ADVICE
         )
 
     def raise_if_dead(self, cause: Optional[BaseException] = None, wait_s: float = 5.0) -> None:
@@ -215,9 +242,50 @@ class RolloutWatchdog:
         replay_buffer._wait_for_next_poll = watched_wait
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def server_health(server) -> dict:
+    """Runs inside a rollout server actor (sent by ``__ray_call__``): its engine's own verdict
+    (vLLM's ``AsyncLLM.errored``, set by vLLM's monitor the moment an engine-core process exits), the
+    engine's processes with their exit codes (vLLM's process manager) and the actor's live child
+    processes (named when the engine keeps no process list), so a death behind a live actor is named
+    by pid and signal. A server without an engine process (the CPU ``hf`` server: its engine runs in
+    the actor) reports none."""
+    import psutil
+
+    engine = getattr(server, "engine", None)
+    children = {}
+    try:
+        for child in psutil.Process().children():
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    children[child.pid] = (child.cmdline() or [child.name()])[0][:80]
+            except psutil.Error:
+                continue
+    except psutil.Error:
+        pass
+    return {"pid": os.getpid(), "engine_dead": bool(getattr(engine, "errored", False)), "children": children,
+            "engines": _engine_processes(engine)}
+
+
+def _engine_processes(engine) -> list[tuple[int, str, Optional[int]]]:
+    """(pid, name, exit code or None) of vLLM's engine-core processes
+    (``AsyncLLM.engine_core.resources.engine_manager.processes``); empty for any other engine."""
+    manager = getattr(getattr(getattr(engine, "engine_core", None), "resources", None), "engine_manager", None)
+    found = []
+    for proc in getattr(manager, "processes", None) or []:
+        try:
+            found.append((proc.pid, proc.name, proc.exitcode))
+        except Exception:  # a process object of another kind: skip it, the children still name it
+            continue
+    return found
+
+
+def _exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
 
 
 def _fmt_counts(counts: dict) -> str:

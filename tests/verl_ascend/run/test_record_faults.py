@@ -63,14 +63,18 @@ def test_journal_writes_stop_the_run(tmp_path, monkeypatch):
 def test_the_error_survives_ray_and_the_driver_prints_one_line(tmp_path):
     from ray.exceptions import RayTaskError
 
+    from verl_ascend.run import faults
+
     original = files.RunFileError(errno.EACCES, "Permission denied", "/runs/exp/metrics.jsonl")
     copy = pickle.loads(pickle.dumps(original))  # how it crosses from the worker
     assert (type(copy), copy.errno, copy.filename) == (files.RunFileError, errno.EACCES, "/runs/exp/metrics.jsonl")
     wrapped = RayTaskError("TaskRunner.run", "Traceback (most recent call last): ...", copy).as_instanceof_cause()
-    found = files.run_file_error(wrapped)
-    assert found is copy
-    assert str(found).startswith("cannot write /runs/exp/metrics.jsonl: errno 13 (EACCES: Permission denied)")
-    assert files.run_file_error(RuntimeError("other")) is None
+    site = faults.RunSite(str(tmp_path / "ckpt"), str(tmp_path / "run"))
+    assert faults.what_happened(wrapped, site) == (
+        "cannot write /runs/exp/metrics.jsonl: errno 13 (EACCES: Permission denied); the run stopped at the first "
+        "record it could not keep"
+    )
+    assert faults.what_happened(RuntimeError("other"), site) is None
 
 
 def test_main_returns_1_with_the_message(tmp_path, monkeypatch, capsys):
@@ -84,5 +88,8 @@ def test_main_returns_1_with_the_message(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("DRY_RUN", raising=False)
     assert main_dapo.main_with_config(OmegaConf.create({})) == 1
     err = capsys.readouterr().err
-    assert err.startswith("[verl-ascend] error: cannot write /runs/exp/metrics.jsonl: errno 28 (ENOSPC")
+    assert err.startswith(
+        "[verl-ascend] error: cannot write /runs/exp/metrics.jsonl: errno 28 (ENOSPC: No space left on device); the "
+        "run stopped at the first record it could not keep. Kept: no complete checkpoint yet"
+    )
     assert err.count("\n") == 1 and "Traceback" not in err

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import defaultdict
 
@@ -91,7 +93,46 @@ def test_dead_server_is_reported_at_the_next_poll(ray_local):
             time.sleep(0.2)
     message = str(info.value)
     assert "step 7" in message and "replica 0 (hf-replica-0)" in message and "died during generation" in message
+    assert f"[Ray actor Server (pid {pid}, node " in message  # from Ray's ActorDiedError text
     assert "running 2" in message
+
+
+def test_engine_death_behind_a_live_server_names_the_engine_process(ray_local):
+    class ToyEngine:  # local: pickled by value into the actor
+        """Stands in for vLLM's ``AsyncLLM`` in a server actor: an engine process of its own, and
+        ``errored`` once that process exited (what vLLM's monitor thread does for the engine core)."""
+
+        def __init__(self):
+            self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+        @property
+        def errored(self) -> bool:
+            return self.proc.poll() is not None
+
+    @ray_local.remote(num_cpus=0)
+    class EngineServer:
+        def __init__(self):
+            self.engine = ToyEngine()
+
+        def pids(self):
+            return os.getpid(), self.engine.proc.pid
+
+    handle = EngineServer.remote()
+    server_pid, engine_pid = ray_local.get(handle.pids.remote())
+    rb = FakeReplayBuffer()
+    dog = RolloutWatchdog(lambda: [("replica 0 (10.0.0.7:8000)", handle)], rollout_timeout_s=600, ping_timeout_s=60)
+    dog.begin(4, "train")
+    dog.poll_servers(wait_s=30, force=True)  # healthy: its engine process is recorded
+    os.kill(engine_pid, signal.SIGKILL)
+    with pytest.raises(RolloutServerDiedError) as info:
+        for _ in range(600):
+            dog.check(rb, "train")
+            time.sleep(0.2)
+    assert psutil.pid_exists(server_pid)  # the server actor itself lives on
+    message = str(info.value)
+    assert f"step 4: rollout server died during generation: replica 0 (10.0.0.7:8000) [engine process " in message
+    assert f"(pid {engine_pid}) died; the server actor (pid {server_pid}) is alive, its engine reports dead]" in message
+    ray_local.kill(handle)
 
 
 def test_stalled_rollout_fails_after_the_timeout_and_names_the_silent_server(ray_local):
@@ -164,14 +205,18 @@ def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_pa
         assert status and status["step"] == 1, run.output()[-3000:]
         server = _server_process(run)
         assert server is not None, "no ray::HFRolloutServer process in the run's session"
+        pid = server.pid
         server.kill()
         # The run must end on its own (the watchdog), well before the stall timeout would.
         rc = run.proc.wait(timeout=300)
     finally:
         run.kill_tree()
     text = run.output()
-    assert rc != 0
-    assert "RolloutServerDiedError" in text and "step 1: rollout server died during generation: replica 0" in text, text[-4000:]
-    assert "run the same command again to resume" in text
+    assert rc == 1
+    last = [line for line in text.splitlines() if line.strip()][-1]  # the driver's one line, no traceback after it
+    assert last.startswith("[verl-ascend] error: step 1: rollout server died during generation: replica 0 "
+                           "(hf-replica-0) [Ray actor HFRolloutServer ("), text[-4000:]
+    assert f"pid {pid}, node " in last and "died: its process ended without a word: killed by a signal" in last, last
+    assert "To resume from it, fix the cause and run the same command again: python -m recipe.dapo_ascend.main_dapo" in last
     metrics = run_dir / "metrics.jsonl"
     assert not metrics.exists() or metrics.read_text() == ""  # the failed step logged nothing
