@@ -173,3 +173,30 @@ def test_second_demo_with_an_outside_metrics_file_starts_from_step_1(entry, tmp_
         shutil.rmtree(out / "checkpoints" / EXPERIMENT)
     (side,) = [p for p in metrics.parent.iterdir() if p.name.startswith("m.trimmed-")]
     assert [json.loads(x)["step"] for x in side.read_text().splitlines()] == [1, 2, 3]  # kept, not erased
+
+
+def test_second_run_is_refused_by_the_lock_before_any_check(entry, tmp_path, monkeypatch):
+    """The lock comes first: a run folder held by a live run refuses the start naming the holder,
+    without the checks (30-150 s on a busy machine) and without changing a byte of the folder."""
+    import fcntl
+    import socket
+
+    from recipe.dapo_ascend import preflight
+
+    run_dir = tmp_path / "out" / EXPERIMENT
+    run_dir.mkdir(parents=True)
+    (run_dir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": 0,
+                                                    "command": "python -m recipe.dapo_ascend.main_dapo (the first)"}))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    holder = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)  # another open file: it conflicts like another process
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    checked = []
+    monkeypatch.setattr(preflight, "check_all", lambda config, environ=None: checked.append(config))
+    try:
+        result = entry()
+    finally:
+        os.close(holder)
+    _refused(result, f"another run is using {str(run_dir)!r}: PID {os.getpid()} on host {socket.gethostname()}",
+             "(the first)")
+    assert checked == [] and entry.started == []
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
