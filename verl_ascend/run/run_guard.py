@@ -7,9 +7,10 @@
   ``checkpoint.save_contents`` saves). ``trainer.save_freq <= 0`` (no checkpoint at all, not even
   at the last step) is refused unless ``fault_tolerance.allow_no_checkpoints=true``.
 - **One live run per output folder** (``RunLock``): an advisory ``fcntl.flock`` on the run folder
-  and on the checkpoint folder, held for the driver's life and released by the OS on any exit,
-  even ``kill -9``. The holder's PID and host are in ``owner.json``; a second run exits at once
-  naming them.
+  and on the checkpoint folder, held for the driver's life and, through a copy of the descriptors,
+  by its guardian until the last process of the run is gone (``lifetime.py``); the OS releases it
+  on any exit, even ``kill -9``. The holder's PID and host are in ``owner.json``; a second run
+  exits at once naming them.
 - **History is not erased by a start that resumes nothing** (``guard_history``): when the run
   folder holds metrics or a prompt ledger but there is no checkpoint to continue from (a mistyped
   ``default_local_dir``, deleted checkpoints, ``resume_mode=disable``), the start is refused
