@@ -151,6 +151,16 @@ def _lock_holder(fd: int) -> Optional[int]:
     return None
 
 
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, TypeError, ValueError, OverflowError):
+        return True  # someone else's process, or not a PID we can judge: assume it lives
+    return True
+
+
 class RunLock:
     """``fcntl.flock`` on folders, held until this process exits (the OS drops it on a crash)."""
 
@@ -193,7 +203,11 @@ class RunLock:
         pid = _lock_holder(fd)
         if owner and (pid is None or owner.get("pid") == pid):
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("time", 0)))
-            return f"PID {owner.get('pid')} on host {owner.get('host')} (since {since}: {owner.get('command', '')})"
+            ended = ""
+            if owner.get("host") == socket.gethostname() and not _alive(owner.get("pid")):
+                ended = ("; that driver has ended and its guardian holds the lock until the run's last processes "
+                         "are gone: retry in a few seconds")
+            return f"PID {owner.get('pid')} on host {owner.get('host')} (since {since}: {owner.get('command', '')}){ended}"
         return f"PID {pid if pid is not None else '?'} on host {socket.gethostname()} (still starting)"
 
     @staticmethod

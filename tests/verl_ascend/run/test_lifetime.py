@@ -9,8 +9,10 @@ without this run's token.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -218,3 +220,37 @@ def test_other_failures_and_failures_after_the_start_are_not_retried():
     with pytest.raises(Exception, match="timed out during startup"):
         late.start(reached=lambda: True)
     assert (other.calls, other.shutdowns, late.calls, late.shutdowns) == (1, 0, 1, 0)
+
+
+def test_a_rerun_while_the_guardian_still_holds_the_lock_is_told_to_retry(tmp_path):
+    """The lock outlives its driver while the guardian stops the run: the refusal says so."""
+    from verl_ascend.run.run_guard import RunLock
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    driver = subprocess.run(  # locks, records itself as owner, leaves a holder of the descriptor, ends
+        [sys.executable, "-c", (
+            "import fcntl, json, os, socket, subprocess, sys\n"
+            f"fd = os.open({str(folder)!r}, os.O_RDONLY)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "owner = {'pid': os.getpid(), 'host': socket.gethostname(), 'time': 0}\n"
+            f"json.dump(owner, open({str(folder / 'owner.json')!r}, 'w'))\n"
+            "print(subprocess.Popen(['sleep', '300'], pass_fds=(fd,), stdout=-3, stderr=-3).pid)\n"
+        )], capture_output=True, text=True, check=True,
+    )
+    holder = int(driver.stdout.strip())
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        said = RunLock.describe_holder(str(folder), fd)
+        os.kill(holder, signal.SIGKILL)
+    finally:
+        os.close(fd)
+    assert said.endswith("its guardian holds the lock until the run's last processes are gone: retry in a few seconds")
+    (folder / "owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": 0}))
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the killed holder's descriptor is closed
+    try:
+        said = RunLock.describe_holder(str(folder), fd)
+    finally:
+        os.close(fd)
+    assert said.startswith(f"PID {os.getpid()} on host") and "retry" not in said  # a live driver: no such note
