@@ -49,6 +49,7 @@ def prepare(config: DictConfig) -> None:
     Order matters: every check that can refuse the start runs before anything in the output
     folder changes, so a refused start leaves an existing run's history byte for byte intact.
     """
+    from omegaconf.errors import OmegaConfBaseException
     from verl.utils.device import auto_set_device
 
     from recipe.dapo_ascend import preflight
@@ -58,12 +59,16 @@ def prepare(config: DictConfig) -> None:
     auto_set_device(config)
     # First of all (cheap): this process owns the existing run folders; a second run stops here,
     # at once, not after the checks (30-150 s on a busy machine). Locking creates nothing.
-    folders = list(checkpoints.run_paths(config))
+    try:
+        folders = list(checkpoints.run_paths(config))
+    except OmegaConfBaseException:  # a missing or broken path key: the checks below name it
+        folders = []
     run_guard.RunLock.acquire(folders, preflight.PreflightError)
     if not envs.flag(preflight.DOCTOR_SWITCH):
         logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor's advice is skipped (launch checks still run)")
     preflight.check_all(config)
     cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
+    folders = list(checkpoints.run_paths(config))
     plan = checkpoints.plan_resume(config, preflight.PreflightError)
     start_over = run_guard.guard_history(
         config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, preflight.PreflightError
