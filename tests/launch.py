@@ -10,15 +10,10 @@ markers through ``VERL_ASCEND_TEST_E2E``.
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 E2E_ENV = "VERL_ASCEND_TEST_E2E"
-# Ray's node start-up wait is a fixed 30 s (ray/_private/node.py); on a busy 2-core machine the raylet
-# can miss it. The failure happens before any test code runs, so a fresh attempt is safe.
-_RAY_START_ATTEMPTS = 3
-_RAY_START_MESSAGE = "timed out during startup"
 
 
 def require_e2e(what: str) -> None:
@@ -30,15 +25,10 @@ def require_e2e(what: str) -> None:
 
 
 def start_local_ray(**kwargs):
-    """``ray.init(**kwargs)`` for an e2e test, retried when the node misses Ray's fixed start-up wait."""
+    """``ray.init(**kwargs)`` for an e2e test, with the product's retry of Ray's start-up timeout."""
     import ray
 
+    from verl_ascend.run.cluster import start_ray
+
     require_e2e("a Ray cluster")
-    for attempt in range(1, _RAY_START_ATTEMPTS + 1):
-        try:
-            return ray.init(**kwargs)
-        except Exception as exc:  # Ray raises a bare Exception for this
-            if _RAY_START_MESSAGE not in str(exc) or attempt == _RAY_START_ATTEMPTS:
-                raise
-            ray.shutdown()
-            time.sleep(5 * attempt)
+    return start_ray(lambda: ray.init(**kwargs))

@@ -80,6 +80,9 @@ VARIABLES: tuple[EnvVar, ...] = (
            "Set by the driver when a resumed run must append to (not truncate) metrics.jsonl."),
     EnvVar("VERL_ASCEND_FRESH_DATA_ORDER", "wire", None, "run/data_order.py",
            "Set by the driver (1) when fault_tolerance.new_data_order starts a fresh data order on resume."),
+    EnvVar("VERL_ASCEND_RUN_TOKEN", "wire", None, "run/guardian.py",
+           "Set by the driver before Ray starts, fresh per run: marks every process of the run, which its guardian "
+           "kills when the driver dies."),
     EnvVar("VERL_ASCEND_ENV_PROFILE", "wire", None, "verl/ascend/env_profile.py",
            "The whole Ascend env profile (JSON) for the processes Ray starts, roles included."),
     EnvVar("VERL_ASCEND_FUSED_OP_COUNTS", "wire", None, "verl/ascend/ops/counts.py",

@@ -4,17 +4,22 @@ The whole path, in order:
 1. Hydra composes ``config/<name>.yaml`` on top of upstream's ``ppo_trainer`` config; every
    upstream-style override works (``data.max_response_length=1234``, ``+foo=bar``).
 2. ``DRY_RUN=1``: print the composed config, env profile and the checks' findings and verdict, and exit.
-3. The one validation pipeline (``verl_ascend.checks.validate``, via ``preflight.check_all``: typed
+3. The run folder, if it exists, is locked first (one live run per folder): a second run is refused
+   at once naming the first, before any expensive check.
+4. The one validation pipeline (``verl_ascend.checks.validate``, via ``preflight.check_all``: typed
    keys, upstream's config objects and ``validate_config``, batch arithmetic, rollout-tail policy,
    the doctor's rules, env-profile conflicts, then model, checkpoint destination and data rows) runs
    in this process, before Ray starts and before anything in the output folder changes: bad input
    fails in seconds with every culprit named at once, exit status 2.
-4. The run folder is locked (one live run per folder), a start that would resume nothing on top
-   of recorded history is refused, and only then are the run's files brought in line with the
-   checkpoint it resumes (``verl_ascend/run/run_guard.py``, ``verl_ascend/run/checkpoints.py``).
-5. With ``trainer.v1.dapo_ascend.warm_workers`` > 0 this process starts the local Ray cluster
+5. A start that would resume nothing on top of recorded history is refused, and only then are the
+   run's files brought in line with the checkpoint it resumes (``verl_ascend/run/run_guard.py``,
+   ``verl_ascend/run/checkpoints.py``).
+6. A guardian process takes the run lock with it and kills the run's Ray processes if this process
+   dies; SIGTERM/SIGINT stop the run at once, exit 128+signal and say how to resume
+   (``verl_ascend/run/lifetime.py``). Every Ray start retries Ray's start-up timeout (``cluster.py``).
+7. With ``trainer.v1.dapo_ascend.warm_workers`` > 0 this process starts the local Ray cluster
    itself, with workers that import verl ahead of the actors (``verl_ascend/run/warm_workers.py``).
-6. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
+8. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
    progress line per step from the metrics file.
 
 Hydra writes no ``./outputs/<date>/<time>/`` folder (``HYDRA_QUIET``).
@@ -47,6 +52,7 @@ def prepare(config: DictConfig) -> None:
     Order matters: every check that can refuse the start runs before anything in the output
     folder changes, so a refused start leaves an existing run's history byte for byte intact.
     """
+    from omegaconf.errors import OmegaConfBaseException
     from verl.utils.device import auto_set_device
 
     from recipe.dapo_ascend import preflight
@@ -54,13 +60,18 @@ def prepare(config: DictConfig) -> None:
     from verl_ascend.run.options import FaultTolerance
 
     auto_set_device(config)
+    # First of all (cheap): this process owns the existing run folders; a second run stops here,
+    # at once, not after the checks (30-150 s on a busy machine). Locking creates nothing.
+    try:
+        folders = list(checkpoints.run_paths(config))
+    except OmegaConfBaseException:  # a missing or broken path key: the checks below name it
+        folders = []
+    run_guard.RunLock.acquire(folders, preflight.PreflightError)
     if not envs.flag(preflight.DOCTOR_SWITCH):
         logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor's advice is skipped (launch checks still run)")
     preflight.check_all(config)
     cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
-    # From here on this process owns the run folder; a second run on it stops here.
     folders = list(checkpoints.run_paths(config))
-    run_guard.RunLock.acquire(folders, preflight.PreflightError)
     plan = checkpoints.plan_resume(config, preflight.PreflightError)
     start_over = run_guard.guard_history(
         config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, preflight.PreflightError
@@ -104,20 +115,30 @@ def run(config: DictConfig) -> None:
         printer = ProgressPrinter(path, total_steps=config.trainer.get("total_training_steps")).start()
     try:
         from recipe.dapo_ascend.options import DapoAscendOptions
-        from verl_ascend.run import warm_workers
+        from verl_ascend.run import cluster, lifetime, warm_workers
+        from verl_ascend.run.run_guard import RunLock
 
+        # Before Ray: a guardian holding the run lock takes the run down if this process dies.
+        lifetime.Guardian.start(RunLock.held, RunPaths.of(config).checkpoints)
+        lifetime.install_stop_handlers()
         # Before run_ppo: Ray started here, with warm workers, or (0, the default) by upstream.
         warm_workers.start(config, DapoAscendOptions.from_config(config).warm_workers)
-        run_ppo(config, task_runner_class=TaskRunnerV1)
+        up = []  # run_ppo's ray.init succeeded: from then on no failure is a start-up timeout
+        runner = lifetime.after_ray_init(TaskRunnerV1, lambda: (up.append(True), lifetime.install_stop_handlers()))
+        cluster.start_ray(lambda: run_ppo(config, task_runner_class=runner), reached=lambda: bool(up))
+    except KeyboardInterrupt:
+        raise lifetime.stopped(RunPaths.of(config).checkpoints) from None
     finally:
         if printer is not None:
             printer.stop()
+        _stop_ray()  # before the driver ends, so the guardian (``lifetime``) finds nothing of the run left
 
 
 def main_with_config(config: DictConfig) -> int:
     from recipe.dapo_ascend.preflight import PreflightError
 
     from verl_ascend.run.files import RunFileError
+    from verl_ascend.run.lifetime import RunEnded
     from verl_ascend.run.run_guard import NothingToTrain
 
     try:
@@ -137,6 +158,9 @@ def main_with_config(config: DictConfig) -> int:
         return 1
     try:
         run(config)
+    except RunEnded as end:  # SIGTERM/SIGINT, or Ray that would not start: the message says what was kept
+        print(end.message, file=sys.stderr, flush=True)
+        return end.code
     except Exception as exc:
         return report_failure(config, exc)
     return 0
@@ -166,7 +190,8 @@ def report_failure(config: DictConfig, exc: BaseException) -> int:
 
 
 def _stop_ray() -> None:
-    """Shut the driver's Ray down before the last line: its log monitor keeps streaming the workers' output
+    """Shut the driver's Ray down: before it ends, so the guardian (``lifetime``) finds nothing of the run left,
+    and before the last line: its log monitor keeps streaming the workers' output
     until then, so the error would otherwise scroll away under their lines (found by scripts/fault_harness.py)."""
     try:
         import ray

@@ -8,6 +8,8 @@ session id -- never by name -- and SIGKILLs them all, like a machine losing powe
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import signal
@@ -21,6 +23,30 @@ import psutil
 
 from tests.launch import require_e2e
 from tests.recipe.helpers import REPO
+
+
+# Four prompts per step, one checkpoint per step: the shortest real steps of the tiny recipe.
+SMALL_STEPS = [
+    "trainer.save_freq=1",
+    "data.train_batch_size=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
+]
+
+
+def lock_free(folder: Path) -> bool:
+    """Whether a run could take ``folder``'s run lock now (tried, and released at once)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+            raise
+        return False
+    finally:
+        os.close(fd)  # the lock goes with it
 
 
 def recipe_env(tiny_dir: Path, out_dir: Path, extra: Optional[dict] = None) -> dict:

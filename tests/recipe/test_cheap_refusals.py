@@ -222,3 +222,30 @@ def test_known_vllm_engine_arguments_start(entry):
                        "+actor_rollout_ref.rollout.engine_kwargs.vllm.max-num-batched-tokens=64")
     assert code == 0 and len(entry.started) == 1, text[-3000:]
     assert entry.started[0].actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager is True  # tiny_cpu's
+
+
+def test_second_run_is_refused_by_the_lock_before_any_check(entry, tmp_path, monkeypatch):
+    """The lock comes first: a run folder held by a live run refuses the start naming the holder,
+    without the checks (30-150 s on a busy machine) and without changing a byte of the folder."""
+    import fcntl
+    import socket
+
+    from recipe.dapo_ascend import preflight
+
+    run_dir = tmp_path / "out" / EXPERIMENT
+    run_dir.mkdir(parents=True)
+    (run_dir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": 0,
+                                                    "command": "python -m recipe.dapo_ascend.main_dapo (the first)"}))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    holder = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)  # another open file: it conflicts like another process
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    checked = []
+    monkeypatch.setattr(preflight, "check_all", lambda config, environ=None: checked.append(config))
+    try:
+        result = entry()
+    finally:
+        os.close(holder)
+    _refused(result, f"another run is using {str(run_dir)!r}: PID {os.getpid()} on host {socket.gethostname()}",
+             "(the first)")
+    assert checked == [] and entry.started == []
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before

@@ -1,4 +1,11 @@
-"""Run on an existing Ray cluster (``ray start`` on each node) instead of a driver-local one.
+"""Where Ray runs and how it is started: an existing cluster, or a driver-local one started with retries.
+
+**Starting Ray** (:func:`start_ray`): every Ray start of this project -- the warm-workers path's own
+``ray.init``, upstream's ``run_ppo`` (whose first act is its ``ray.init``), the tests' -- retries
+Ray's start-up timeout (the node missed Ray's fixed 30 s wait, a busy machine) and, when it keeps
+failing, ends the run with one message naming the cause (exit 1).
+
+**Run on an existing Ray cluster** (``ray start`` on each node) instead of a driver-local one.
 
 The recipe's configs size a driver-local cluster (``ray_kwargs.ray_init.num_cpus``/``num_gpus``,
 logical slots on a CPU machine). Ray refuses those keys when connecting to a running cluster
@@ -12,6 +19,7 @@ started with ``ray start`` never see the driver's environment).
 from __future__ import annotations
 
 import os
+import sys
 
 from omegaconf import DictConfig, open_dict
 
@@ -41,3 +49,52 @@ def adapt_ray_init(config: DictConfig) -> str | None:
     note = f" (ignoring local-cluster sizing {', '.join(dropped)})" if dropped else ""
     print(f"[verl-ascend] ray: connecting to the existing cluster at {address}{note}", flush=True)
     return address
+
+
+# ----------------------------------------------------------------------------- starting Ray
+# Ray waits a fixed 30 s for a node it starts (ray/_private/node.py); on a busy machine the raylet
+# can miss it. Nothing of the run exists yet when it does, so a fresh attempt is safe.
+START_ATTEMPTS = 3
+START_TIMEOUT = "timed out during startup"
+
+
+def is_startup_timeout(exc: BaseException) -> bool:
+    return START_TIMEOUT in str(exc)
+
+
+def start_failed(exc: BaseException, attempts: int):
+    """The one message for a Ray start that kept timing out (a ``lifetime.RunEnded``, exit 1)."""
+    from verl_ascend.run.lifetime import RunEnded, resume_command
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return RunEnded(
+        f"[verl-ascend] error: Ray's local node did not start within Ray's fixed start-up wait, {attempts} attempts "
+        f"({first!r}; load average {load} on {os.cpu_count()} cores): the machine is too busy. Nothing was "
+        f"trained. Rerun when the load is lower: {resume_command()}",
+        1,
+    )
+
+
+def start_ray(start, *, reached=lambda: False, attempts: int = START_ATTEMPTS, pause=None, shutdown=None):
+    """``start()`` (a ``ray.init``, or upstream's ``run_ppo`` whose first act it is), retried while it
+    fails with Ray's start-up timeout before ``reached()`` says Ray is up; then one clear ending."""
+    import time
+
+    pause = pause or time.sleep
+    if shutdown is None:
+        import ray
+
+        shutdown = ray.shutdown
+    for attempt in range(1, attempts + 1):
+        try:
+            return start()
+        except Exception as exc:  # Ray raises a bare Exception for this
+            if reached() or not is_startup_timeout(exc):
+                raise
+            shutdown()
+            if attempt == attempts:
+                raise start_failed(exc, attempts) from exc
+            print(f"[verl-ascend] ray: the local node timed out during startup (attempt {attempt} of {attempts}); "
+                  "starting it again", file=sys.stderr, flush=True)
+            pause(5 * attempt)

@@ -7,9 +7,10 @@
   ``checkpoint.save_contents`` saves). ``trainer.save_freq <= 0`` (no checkpoint at all, not even
   at the last step) is refused unless ``fault_tolerance.allow_no_checkpoints=true``.
 - **One live run per output folder** (``RunLock``): an advisory ``fcntl.flock`` on the run folder
-  and on the checkpoint folder, held for the driver's life and released by the OS on any exit,
-  even ``kill -9``. The holder's PID and host are in ``owner.json``; a second run exits at once
-  naming them.
+  and on the checkpoint folder, held for the driver's life and, through a copy of the descriptors,
+  by its guardian until the last process of the run is gone (``lifetime.py``); the OS releases it
+  on any exit, even ``kill -9``. The holder's PID and host are in ``owner.json``; a second run
+  exits at once naming them.
 - **History is not erased by a start that resumes nothing** (``guard_history``): when the run
   folder holds metrics or a prompt ledger but there is no checkpoint to continue from (a mistyped
   ``default_local_dir``, deleted checkpoints, ``resume_mode=disable``), the start is refused
@@ -150,6 +151,16 @@ def _lock_holder(fd: int) -> Optional[int]:
     return None
 
 
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, TypeError, ValueError, OverflowError):
+        return True  # someone else's process, or not a PID we can judge: assume it lives
+    return True
+
+
 class RunLock:
     """``fcntl.flock`` on folders, held until this process exits (the OS drops it on a crash)."""
 
@@ -192,7 +203,11 @@ class RunLock:
         pid = _lock_holder(fd)
         if owner and (pid is None or owner.get("pid") == pid):
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner.get("time", 0)))
-            return f"PID {owner.get('pid')} on host {owner.get('host')} (since {since}: {owner.get('command', '')})"
+            ended = ""
+            if owner.get("host") == socket.gethostname() and not _alive(owner.get("pid")):
+                ended = ("; that driver has ended and its guardian holds the lock until the run's last processes "
+                         "are gone: retry in a few seconds")
+            return f"PID {owner.get('pid')} on host {owner.get('host')} (since {since}: {owner.get('command', '')}){ended}"
         return f"PID {pid if pid is not None else '?'} on host {socket.gethostname()} (still starting)"
 
     @staticmethod

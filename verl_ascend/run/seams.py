@@ -195,4 +195,36 @@ SEAMS: tuple[Seam, ...] = (
             "verl.workers.rollout.replica:RolloutReplicaRegistry#_registry": "8ae148653d774c57",
         },
     ),
+    Seam(
+        id="driver_lifetime_after_ray_init",
+        kind="instance-rebind",
+        stage="driver",
+        target=(
+            "the driver's SIGTERM/SIGINT handlers that ray.init installs (sys.exit, and Ray's C++ failure-signal "
+            "handler that dumps a stack and aborts), replaced right after upstream's run_ppo ray.init through its "
+            "task_runner_class.remote() call; Ray's start-up timeout message, matched to retry the start (ray 2.60, "
+            "verl==0.9.1)"
+        ),
+        why=(
+            "SIGTERM to the driver ended in a C++ stack dump and abort (exit 134) with the cluster left to Ray; the "
+            "recipe's handlers stop the run at once, shut Ray down and say how to resume. run_ppo offers no hook "
+            "after its ray.init but the task_runner_class it creates. Ray's fixed 30 s node wait fails on a busy "
+            "machine before anything of the run exists; run_ppo's ray.init is its first act, so it is retried whole."
+        ),
+        switched_on="Every recipe run (recipe/dapo_ascend/main_dapo.py::run); the retry also in warm_workers.start and tests/launch.py.",
+        upstream_fix="None filed yet: a run_ppo option for driver signal handling, and Ray retrying its own node start.",
+        remove_when="upstream's run_ppo stops the run cleanly on SIGTERM and Ray retries a node that misses its start-up wait.",
+        test=(
+            "tests/verl_ascend/run/test_lifetime.py::test_after_ray_init_runs_the_hook_before_the_actor_is_created, "
+            "tests/verl_ascend/run/test_lifetime_e2e.py"
+        ),
+        code="verl_ascend/run/lifetime.py, verl_ascend/run/cluster.py::start_ray, recipe/dapo_ascend/main_dapo.py::run",
+        fingerprints={
+            "verl.trainer.main_ppo:run_ppo#task_runner_class": "a8a84606ed0cdee4",
+            "verl.trainer.main_ppo:run_ppo#ray.init(": "8d69aa5baf87f5ac",
+            "ray._private.worker:init#set_sigterm_handler": "431d435530a573f9",
+            "ray._private.node#timed out during startup": "ab9b013c43105303",
+        },
+        covers=("set_sigterm_handler",),
+    ),
 )

@@ -109,6 +109,8 @@ def start(config: Any, count: int) -> WarmPlan:
     """Start the local Ray cluster with ``count`` warm workers, or say why not; returns the plan."""
     import ray
 
+    from verl_ascend.run.cluster import start_ray
+
     if ray.is_initialized():
         return WarmPlan(count, skipped="Ray is already running in this process")
     warm = plan(config, count)
@@ -122,5 +124,5 @@ def start(config: Any, count: int) -> WarmPlan:
         f"(ray.init {sorted(warm.init_kwargs)}; {len(warm.env_vars)} worker environment variables)",
         flush=True,
     )
-    ray.init(**warm.init_kwargs)
+    start_ray(lambda: ray.init(**warm.init_kwargs))
     return warm

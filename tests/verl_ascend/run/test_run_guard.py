@@ -18,18 +18,12 @@ from pathlib import Path
 import pytest
 
 from verl_ascend.run import checkpoints, files, run_guard
-from tests.recipe.fault_helpers import RecipeRun, read_jsonl, recipe_env
+from tests.recipe.fault_helpers import SMALL_STEPS, RecipeRun, read_jsonl, recipe_env
 from tests.recipe.helpers import run_recipe
 
 pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 
-OVERRIDES = [
-    "trainer.save_freq=1",
-    "data.train_batch_size=4",
-    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
-]
+OVERRIDES = SMALL_STEPS
 START_TIMEOUT = 900  # start-up on a loaded 2-core machine
 SHARD = "actor/model_world_size_1_rank_0.pt"
 

@@ -1,0 +1,256 @@
+"""One lifetime for the driver and its cluster, without Ray: the guardian on real processes, the
+signal path, the Ray start retry on a fake ``ray.init``.
+
+The guardian is the real module in a real process, given a pipe whose write end this test holds
+(this test plays the driver), a real ``flock`` on a folder, and real ``sleep`` processes with and
+without this run's token.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from verl_ascend.run import checkpoints, cluster, guardian, lifetime
+from verl_ascend.run.guardian import TOKEN_ENV
+from tests.recipe.fault_helpers import lock_free
+
+TOKEN, OTHER = "a" * 32, "b" * 32
+
+
+def _sleeper(token: str | None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    if token:
+        env[TOKEN_ENV] = token
+    return subprocess.Popen(["sleep", "300"], env=env)
+
+
+@pytest.fixture
+def world(tmp_path):
+    """A locked run folder, a guardian holding the lock, a run process, another run's, the user's."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    lock_fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    procs = {"run": _sleeper(TOKEN), "other_run": _sleeper(OTHER), "user": _sleeper(None)}
+    read_end, write_end = os.pipe()
+    env = {**os.environ, TOKEN_ENV: TOKEN}
+    keeper = subprocess.Popen(
+        [sys.executable, "-m", "verl_ascend.run.guardian", str(read_end), str(os.getpid()), str(tmp_path / "ckpt"),
+         "python -m recipe.dapo_ascend.main_dapo x=1"],
+        pass_fds=(read_end, lock_fd), env=env, stderr=subprocess.PIPE, text=True,
+    )
+    os.close(read_end)
+    os.close(lock_fd)  # from now on only the guardian holds the lock, as after the driver's death
+    yield {"run_dir": run_dir, "procs": procs, "guardian": keeper, "pipe": write_end}
+    for proc in procs.values():
+        proc.kill()
+        proc.wait()
+    keeper.kill()
+    keeper.wait()
+
+
+def test_run_processes_are_found_by_exact_token_only():
+    procs = {"run": _sleeper(TOKEN), "other": _sleeper(OTHER), "prefix": _sleeper(TOKEN[:-1]), "none": _sleeper(None)}
+    try:
+        found = guardian.run_processes(TOKEN)
+        assert procs["run"].pid in found
+        assert not {procs[k].pid for k in ("other", "prefix", "none")} & set(found)
+        assert procs["run"].pid not in guardian.run_processes(TOKEN, exclude=[procs["run"].pid])
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+
+
+def test_driver_death_kills_the_run_then_frees_the_lock_and_says_how_to_resume(world):
+    procs, keeper = world["procs"], world["guardian"]
+    assert not lock_free(world["run_dir"])  # the guardian's copy of the descriptor holds the lock
+    os.close(world["pipe"])  # the driver is gone (kill -9 closes its descriptors the same way)
+    assert keeper.wait(timeout=60) == 0
+    assert procs["run"].wait(timeout=5) == -signal.SIGKILL  # dead by the time the guardian exits
+    assert lock_free(world["run_dir"])
+    assert procs["other_run"].poll() is None and procs["user"].poll() is None  # never touched
+    message = keeper.stderr.read().strip().splitlines()[-1]
+    assert f"the driver (PID {os.getpid()}) ended without stopping its run: its 1 Ray processes were killed" in message
+    assert "no complete checkpoint" in message
+    assert message.endswith("rerun the same command: python -m recipe.dapo_ascend.main_dapo x=1")
+
+
+def test_a_clean_end_removes_stragglers_silently(world):
+    procs, keeper = world["procs"], world["guardian"]
+    os.write(world["pipe"], guardian.CLEAN_EXIT)
+    os.close(world["pipe"])
+    assert keeper.wait(timeout=60) == 0
+    assert procs["run"].wait(timeout=5) == -signal.SIGKILL
+    assert keeper.stderr.read() == ""
+    assert procs["other_run"].poll() is None and procs["user"].poll() is None
+
+
+def test_stop_run_keeps_killing_until_nothing_is_left():
+    alive = {11: 3, 12: 1}  # pid -> kills it survives (a process in uninterruptible sleep, say)
+    born = [13]  # a worker the raylet starts while the first ones die
+    kills = []
+
+    def find():
+        return sorted(alive)
+
+    def kill(pid):
+        kills.append(pid)
+        alive[pid] -= 1
+        if alive[pid] < 0:
+            del alive[pid]
+        if born:
+            alive[born.pop()] = 0
+
+    killed = guardian.stop_run(find, kill, pause=lambda s: None)
+    assert killed == {11, 12, 13} and not alive
+    assert kills.count(11) == 4 and kills.count(12) == 2 and kills.count(13) == 1
+
+
+def test_kept_names_the_newest_marked_checkpoint(tmp_path):
+    root = tmp_path / "ckpt"
+    assert "no complete checkpoint" in lifetime.kept(str(root))
+    for step in (1, 2, 3):
+        (root / f"global_step_{step}").mkdir(parents=True)
+        (root / f"global_step_{step}" / "data.pt").write_bytes(b"x" * step)
+    for step in (1, 2):
+        checkpoints.write_marker(str(root / f"global_step_{step}"), step)
+    said = lifetime.kept(str(root))
+    assert said.startswith("checkpoint global_step_2 (") and "continues after step 2" in said
+
+
+def test_sigterm_stops_at_once_with_143_and_the_resume_line(tmp_path, monkeypatch):
+    root = tmp_path / "ckpt" / "global_step_4"
+    root.mkdir(parents=True)
+    (root / "data.pt").write_bytes(b"w")
+    checkpoints.write_marker(str(root), 4)
+    monkeypatch.setattr(lifetime._Stop, "signum", None)
+    monkeypatch.setattr(lifetime.Guardian, "current", None)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        lifetime.install_stop_handlers()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)  # interrupted by the handler at once
+        os.kill(os.getpid(), signal.SIGINT)  # a second signal during the teardown is ignored
+        end = lifetime.stopped(str(tmp_path / "ckpt"))
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert end.code == 143
+    assert end.message.startswith("[verl-ascend] stopped by SIGTERM: the run stopped at once")
+    assert "Kept: checkpoint global_step_4 (" in end.message
+    assert end.message.endswith(f"rerun the same command: {lifetime.resume_command()}")
+
+
+def test_after_ray_init_runs_the_hook_before_the_actor_is_created():
+    calls = []
+
+    class Actor:
+        @staticmethod
+        def remote(*args):
+            calls.append(("remote", args))
+            return "handle"
+
+        @staticmethod
+        def options(**kwargs):
+            calls.append(("options", kwargs))
+            return Actor
+
+    runner = lifetime.after_ray_init(Actor, lambda: calls.append("hook"))
+    assert runner.remote(1) == "handle"
+    assert runner.options(runtime_env={}) is Actor
+    assert calls == ["hook", ("remote", (1,)), "hook", ("options", {"runtime_env": {}})]
+
+
+# ----------------------------------------------------------------------------- Ray start retry
+TIMEOUT = Exception("The current node timed out during startup. This could happen because some of the Ray processes failed")
+
+
+class FakeInit:
+    def __init__(self, failures: int, error: Exception = TIMEOUT):
+        self.failures, self.error, self.calls, self.shutdowns, self.pauses = failures, error, 0, 0, []
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return "ray context"
+
+    def start(self, **kwargs):
+        return cluster.start_ray(self, pause=self.pauses.append, shutdown=self.shutdown, **kwargs)
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def test_start_up_timeouts_are_retried_after_a_shutdown():
+    init = FakeInit(failures=2)
+    assert init.start() == "ray context"
+    assert (init.calls, init.shutdowns, init.pauses) == (3, 2, [5, 10])
+
+
+def test_a_start_that_keeps_timing_out_ends_with_one_message():
+    init = FakeInit(failures=10)
+    with pytest.raises(lifetime.RunEnded) as raised:
+        init.start()
+    assert (init.calls, init.shutdowns) == (cluster.START_ATTEMPTS, cluster.START_ATTEMPTS)
+    assert raised.value.code == 1
+    message = raised.value.message
+    assert "Ray's local node did not start within Ray's fixed start-up wait, 3 attempts" in message
+    assert "timed out during startup" in message and "load average" in message
+    assert "\n" not in message and message.endswith(lifetime.resume_command())
+
+
+def test_other_failures_and_failures_after_the_start_are_not_retried():
+    other = FakeInit(failures=1, error=ValueError("num_cpus must be an int"))
+    with pytest.raises(ValueError, match="num_cpus"):
+        other.start()
+    late = FakeInit(failures=1)  # e.g. run_ppo's own ray.init succeeded, the failure came later
+    with pytest.raises(Exception, match="timed out during startup"):
+        late.start(reached=lambda: True)
+    assert (other.calls, other.shutdowns, late.calls, late.shutdowns) == (1, 0, 1, 0)
+
+
+def test_a_rerun_while_the_guardian_still_holds_the_lock_is_told_to_retry(tmp_path):
+    """The lock outlives its driver while the guardian stops the run: the refusal says so."""
+    from verl_ascend.run.run_guard import RunLock
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    driver = subprocess.run(  # locks, records itself as owner, leaves a holder of the descriptor, ends
+        [sys.executable, "-c", (
+            "import fcntl, json, os, socket, subprocess, sys\n"
+            f"fd = os.open({str(folder)!r}, os.O_RDONLY)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "owner = {'pid': os.getpid(), 'host': socket.gethostname(), 'time': 0}\n"
+            f"json.dump(owner, open({str(folder / 'owner.json')!r}, 'w'))\n"
+            "print(subprocess.Popen(['sleep', '300'], pass_fds=(fd,), stdout=-3, stderr=-3).pid)\n"
+        )], capture_output=True, text=True, check=True,
+    )
+    holder = int(driver.stdout.strip())
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        said = RunLock.describe_holder(str(folder), fd)
+        os.kill(holder, signal.SIGKILL)
+    finally:
+        os.close(fd)
+    assert said.endswith("its guardian holds the lock until the run's last processes are gone: retry in a few seconds")
+    (folder / "owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": 0}))
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the killed holder's descriptor is closed
+    try:
+        said = RunLock.describe_holder(str(folder), fd)
+    finally:
+        os.close(fd)
+    assert said.startswith(f"PID {os.getpid()} on host") and "retry" not in said  # a live driver: no such note
