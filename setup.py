@@ -47,11 +47,15 @@ setup(
         ],
         # Config-check rules of a backend or recipe, registered with the neutral verl_ascend.checks.
         "verl_ascend.checks": [
-            "ascend = verl.ascend.rules_env:register_checks",
+            "ascend = verl.ascend.env.rules:register_checks",
             "dapo_ascend = recipe.dapo_ascend.checks:register_checks",
         ],
+        # A recipe's config folder, for commands outside the recipe (python -m verl.ascend.env).
+        "verl_ascend.configs": [
+            "dapo_ascend = recipe.dapo_ascend.config_utils:CONFIGS",
+        ],
         "vllm.general_plugins": [
-            "verl_ascend_env_check = verl.ascend.vllm_plugin:register",
+            "verl_ascend_env_check = verl.ascend.env.vllm_plugin:register",
             "verl_cpu = verl.cpu.vllm_plugin:register",
         ],
     },

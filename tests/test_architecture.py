@@ -22,7 +22,7 @@ sanctioned ones, each a deprecated alias, a registration by the owner or a launc
   (``python -m verl.ascend.profiler...``, deprecated aliases);
 - ``verl/ascend/accept/run_check.py`` and ``cli.py`` -> subprocesses ``python -m recipe.dapo_ascend.main_dapo`` and
   ``python -m recipe.dapo_ascend.tiny.assets`` (the acceptance run launches the recipe as a user does);
-- entry points of group ``verl_ascend.checks`` (setup.py): ``verl.ascend.rules_env:register_checks`` and
+- entry points of group ``verl_ascend.checks`` (setup.py): ``verl.ascend.env.rules:register_checks`` and
   ``recipe.dapo_ascend.checks:register_checks``, loaded by ``verl_ascend.checks.rules()``.
 """
 

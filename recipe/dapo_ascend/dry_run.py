@@ -39,9 +39,9 @@ def render_config(config: DictConfig) -> str:
 
 
 def render_env(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
-    """``KEY=VALUE  # reason`` per role, from verl.ascend.env_profile; comments if it cannot resolve."""
+    """``KEY=VALUE  # reason`` per role, from verl.ascend.env.profile; comments if it cannot resolve."""
     try:
-        from verl.ascend.env_profile import EnvConflictError, resolve_env_profile
+        from verl.ascend.env.profile import EnvConflictError, resolve_env_profile
     except ImportError as exc:
         return [f"# env profile unavailable: {exc}"]
     try:
@@ -65,7 +65,7 @@ def render_env(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
 def env_profile_for(config: DictConfig, environ: Mapping[str, str]):
     """The Ascend backend's env profile of this config (its stack and vLLM additional_config), or None."""
     try:
-        from verl.ascend.env_profile import evaluate_env_profile
+        from verl.ascend.env.profile import evaluate_env_profile
     except ImportError:
         return None
     profile, _errors = evaluate_env_profile(config, environ)

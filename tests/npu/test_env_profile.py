@@ -1,4 +1,4 @@
-"""Each rule of the env profile (verl/ascend/env_profile.yaml), on the recipe's composed config."""
+"""Each rule of the env profile (verl/ascend/env/profile.yaml), on the recipe's composed config."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import json
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from verl.ascend.env import compose_config
-from verl.ascend.env_profile import (
+from recipe.dapo_ascend.config_utils import compose as compose_config
+from verl.ascend.env.profile import (
     PROFILE_ENV,
     EnvConflictError,
     apply_to_config,
     evaluate_env_profile,
     find_conflicts,
     resolve_env_profile,
-    rollout_env_from_environ,
 )
+from verl.ascend.env.wire import rollout_env_from_environ
 
 EAGER = "actor_rollout_ref.rollout.enforce_eager"
 TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"

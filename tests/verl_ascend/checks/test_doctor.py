@@ -72,7 +72,7 @@ def test_tiny_cpu_config_is_accepted():
     assert doctor.blocking(doctor.diagnose(tiny, NO_ENV), strict=False) == []
 
 
-# --- env rules, delegated to verl.ascend.env_profile ---------------------------------------------
+# --- env rules, delegated to verl.ascend.env.profile ---------------------------------------------
 
 
 def test_task_queue_2_with_graph_mode(npu):
@@ -149,7 +149,7 @@ def test_env_profile_warning_becomes_a_warning(npu):
 
 
 def test_broken_env_profile_refuses_instead_of_crashing(npu, monkeypatch):
-    from verl.ascend import env_profile
+    from verl.ascend.env import profile as env_profile
 
     def broken(config, environ=None):
         raise RuntimeError("table unreadable")
@@ -166,7 +166,7 @@ def test_missing_env_profile_is_a_note_not_a_crash(npu, monkeypatch):
 
     assert "env_rules_unavailable" not in rules(npu)
     monkeypatch.delattr(verl.ascend, "env_profile", raising=False)
-    monkeypatch.setitem(sys.modules, "verl.ascend.env_profile", None)  # importing it now raises ImportError
+    monkeypatch.setitem(sys.modules, "verl.ascend.env.profile", None)  # importing it now raises ImportError
     hit = findings(npu, rule="env_rules_unavailable")
     assert [f.severity for f in hit] == ["info"] and "not checked" in hit[0].message
 
@@ -560,7 +560,7 @@ def test_deprecated_cli_alias_hands_over_to_the_recipe_command():
 def test_the_backend_and_the_recipe_register_their_own_rules():
     """The neutral checks hold no Ascend or recipe rule; each owner registers its own (entry points)."""
     from recipe.dapo_ascend.checks import TRAINER_MODE, rollout_tail_policy
-    from verl.ascend.rules_env import env_conflicts
+    from verl.ascend.env.rules import env_conflicts
     from verl_ascend.checks import rules_sampling
 
     rules = doctor.rules()
