@@ -16,6 +16,7 @@ Exit status: 0 when the checks accept the config, 2 when they refuse (same as a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -72,8 +73,22 @@ def env_profile_for(config: DictConfig, environ: Mapping[str, str]):
     return profile
 
 
+def _evaluated_once():
+    """The Ascend env profile evaluated once for the whole dry run (three sections read it)."""
+    try:
+        from verl.ascend.env.profile import evaluated_once
+    except ImportError:
+        return contextlib.nullcontext()
+    return evaluated_once()
+
+
 def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     """Print config, env and verdict to ``out``; return the exit status (never starts anything)."""
+    with _evaluated_once():
+        return _main(config, environ, out)
+
+
+def _main(config: DictConfig, environ: Mapping[str, str] | None, out: TextIO | None) -> int:
     from recipe.dapo_ascend import preflight
     from verl_ascend import checks
     from verl_ascend.checks import effective

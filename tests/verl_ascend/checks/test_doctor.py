@@ -154,7 +154,7 @@ def test_broken_env_profile_refuses_instead_of_crashing(npu, monkeypatch):
     def broken(config, environ=None):
         raise RuntimeError("table unreadable")
 
-    monkeypatch.setattr(env_profile, "find_conflicts", broken)
+    monkeypatch.setattr(env_profile, "evaluate_env_profile", broken)
     hit = findings(npu, rule="env_profile_failed")
     assert len(hit) == 1 and hit[0].severity == "error" and "table unreadable" in hit[0].message
 
@@ -162,10 +162,10 @@ def test_broken_env_profile_refuses_instead_of_crashing(npu, monkeypatch):
 def test_missing_env_profile_is_a_note_not_a_crash(npu, monkeypatch):
     import sys
 
-    import verl.ascend
+    import verl.ascend.env
 
     assert "env_rules_unavailable" not in rules(npu)
-    monkeypatch.delattr(verl.ascend, "env_profile", raising=False)
+    monkeypatch.delattr(verl.ascend.env, "profile", raising=False)
     monkeypatch.setitem(sys.modules, "verl.ascend.env.profile", None)  # importing it now raises ImportError
     hit = findings(npu, rule="env_rules_unavailable")
     assert [f.severity for f in hit] == ["info"] and "not checked" in hit[0].message

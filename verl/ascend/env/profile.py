@@ -23,18 +23,19 @@ conflict rule, which is an error naming both switches and the rule.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
 import os
 import platform
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from verl.ascend.env import vllm_switches
 from verl.ascend.env.table import (
@@ -75,6 +76,7 @@ __all__ = [
     "apply_to_config",
     "ascend_settings",
     "evaluate_env_profile",
+    "evaluated_once",
     "find_conflicts",
     "holds",
     "is_arm_cpu",
@@ -308,9 +310,65 @@ def _conflict_message(item: dict, profile: EnvProfile) -> str:
     return item["rule"] + suffix
 
 
+# Every config key the evaluation reads (a test proves the list against the code): the cache key of
+# evaluated_once() is their values, not the whole config, which takes as long to resolve as an evaluation.
+READS = (
+    "ascend",
+    "trainer.device",
+    "actor_rollout_ref.rollout.name",
+    "actor_rollout_ref.rollout.enforce_eager",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "actor_rollout_ref.rollout.enable_chunked_prefill",
+    ADDITIONAL_CONFIG_KEY,
+    RAY_ENV_KEY,
+)
+# Inside evaluated_once(): (config state, environment) -> (profile, errors). None outside: no caching.
+_memo: dict | None = None
+
+
+@contextlib.contextmanager
+def evaluated_once() -> Iterator[None]:
+    """Within this block the profile is evaluated once per config state and environment.
+
+    Why: the dry run asks for it three times (effective settings, the env section, the checks' rule)
+    on one config. The key is the values the evaluation reads, not the object, so a config changed
+    in between (``apply_to_config`` writes into it) is evaluated again; outside the block nothing
+    is kept, so no later caller (a test patching the table, a second job) sees a stale profile.
+    """
+    global _memo
+    outer, _memo = _memo, ({} if _memo is None else _memo)
+    try:
+        yield
+    finally:
+        _memo = outer
+
+
+def _state(config, environ: Mapping[str, str]) -> tuple[str, tuple] | None:
+    """What an evaluation depends on (the values of :data:`READS` and the environment), hashable.
+
+    None when those values cannot be resolved: then nothing is cached and the evaluation says what is wrong.
+    """
+    try:
+        values = [select(config, key) for key in READS]
+        values = [OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v for v in values]
+        return json.dumps(values, sort_keys=True, default=repr), tuple(sorted((str(k), str(v)) for k, v in environ.items()))
+    except Exception:  # noqa: BLE001 -- an unresolvable interpolation is the evaluation's to report
+        return None
+
+
 def evaluate_env_profile(config, environ: Mapping[str, str] | None = None) -> tuple[EnvProfile, list[EnvConflictError]]:
-    """The profile and every violated rule, without raising (used by the CLI)."""
+    """The profile and every violated rule, without raising (once per config state in :func:`evaluated_once`)."""
     environ = os.environ if environ is None else environ
+    key = _state(config, environ) if _memo is not None else None
+    if key is not None and key in _memo:
+        return copy.deepcopy(_memo[key])
+    result = _evaluate(config, environ)
+    if key is not None:
+        _memo[key] = copy.deepcopy(result)
+    return result
+
+
+def _evaluate(config, environ: Mapping[str, str]) -> tuple[EnvProfile, list[EnvConflictError]]:
     errors: list[EnvConflictError] = []
     settings = ascend_settings(config, errors)
     facts = config_facts(config, settings)

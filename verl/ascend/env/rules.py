@@ -33,7 +33,7 @@ def env_conflicts(view: ConfigView) -> Iterator[Finding]:
         )
         return
     try:
-        conflicts = env_profile.find_conflicts(view.config, view.environ)
+        profile, conflicts = env_profile.evaluate_env_profile(view.config, view.environ)
     except Exception as exc:  # a broken profile table must stop the run, as a finding, not a traceback
         yield Finding(
             "env_profile_failed",
@@ -47,7 +47,6 @@ def env_conflicts(view: ConfigView) -> Iterator[Finding]:
         yield Finding(conflict.rule, ERROR, str(conflict), tuple(conflict.keys))
     if conflicts:
         return
-    profile = env_profile.resolve_env_profile(view.config, view.environ)
     for warning in profile.warnings:
         match = _WARNING_ID.match(warning)
         rule, message = (match["rule"], match["message"]) if match else ("env_profile_warning", warning)
