@@ -15,12 +15,8 @@ Rules, checked on every ``import``/``from ... import`` of every product module, 
   counts as its rooms ``report``, ``checks``, ``run``, ``seams``).
 
 String hand-overs (``runpy.run_module``, ``importlib.import_module``, entry points) are not imports. The
-sanctioned ones, each a deprecated alias, a registration by the owner or a launch as a user starts it:
+sanctioned ones, each a registration by the owner or a launch as a user starts it:
 
-- ``verl/ascend/doctor/__main__.py`` -> ``runpy.run_module("recipe.dapo_ascend.doctor")``
-  (``python -m verl.ascend.doctor``, deprecated alias of ``python -m recipe.dapo_ascend.doctor``);
-- ``verl/ascend/profiler/{__main__,report,offline}.py`` -> ``runpy.run_module("verl_ascend.report[.report|.offline]")``
-  (``python -m verl.ascend.profiler...``, deprecated aliases);
 - ``verl/ascend/accept/run_check.py`` and ``cli.py`` -> subprocesses ``python -m recipe.dapo_ascend.main_dapo`` and
   ``python -m recipe.dapo_ascend.tiny.assets`` (the acceptance run launches the recipe as a user does);
 - entry points of group ``verl_ascend.checks`` (setup.py): ``verl.ascend.env.rules:register_checks`` and

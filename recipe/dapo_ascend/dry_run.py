@@ -10,7 +10,8 @@ rules the launch runs except those that read the run's files: the same verdict a
 ``python -m recipe.dapo_ascend.doctor``); then it exits. It
 imports no Ray-starting code and touches no device, so it runs on any CPU machine (and in CI).
 
-Exit status: 0 when the checks accept the config, 2 when they refuse (same as a real launch).
+Exit status (the checks' one table, ``verl_ascend.checks.exits``): 0 when the checks accept the config,
+2 when they refuse (same as a real launch and the doctor).
 ``VERL_ASCEND_DOCTOR_STRICT=1`` (or a config key ``doctor.strict``) makes warnings refuse too.
 """
 
@@ -24,7 +25,8 @@ from typing import TextIO
 
 from omegaconf import DictConfig, OmegaConf
 
-EXIT_OK, EXIT_REFUSED = 0, 2
+from verl_ascend.checks.exits import OK, REFUSED
+
 ROLE_TITLES = {
     "train": "every Ray actor of the job (training workers, task runner)",
     "rollout": "rollout servers and the vLLM processes they spawn (inherits train)",
@@ -116,8 +118,8 @@ def _main(config: DictConfig, environ: Mapping[str, str] | None, out: TextIO | N
     refused = checks.refusal(findings, strict)
     if refused is not None:
         print(str(refused), file=sys.stderr, flush=True)
-        return EXIT_REFUSED
-    return EXIT_OK
+        return REFUSED
+    return OK
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -133,12 +135,12 @@ def cli(argv: list[str] | None = None) -> int:
     report = legacy_report(args.config_name, args.overrides)
     if report is not None:  # upstream's old reward keys: every culprit in one report
         print(report, file=sys.stderr)
-        return EXIT_REFUSED
+        return REFUSED
     try:
         config = compose(args.config_name, args.overrides)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return REFUSED
     return main(config)
 
 
