@@ -117,3 +117,24 @@ def test_doctor_warns_about_an_unbound_rollout_on_x86(clean_env):
     doctor = out.getvalue().split("# ===== config doctor =====", 1)[1]
     (finding,) = [line for line in doctor.splitlines() if "rollout_cpus_unbound" in line]
     assert "CPU_AFFINITY_CONF=0 in rollout" in finding and "ascend.env.host_cpu" in finding
+
+
+def test_the_env_command_composes_a_given_folder_and_refuses_a_missing_config(clean_env, tmp_path, capsys):
+    import textwrap
+
+    from verl_ascend.checks.exits import OK
+
+    (tmp_path / "mine.yaml").write_text(textwrap.dedent("""\
+        defaults:
+          - ppo_trainer
+          - _self_
+        trainer:
+          device: npu
+        actor_rollout_ref:
+          rollout:
+            enforce_eager: true
+        """))
+    assert main(["--config-dir", str(tmp_path), "--config-name", "mine"]) == OK
+    assert "TASK_QUEUE_ENABLE=2  # " in capsys.readouterr().out
+    assert main(["--config-dir", str(tmp_path), "--config-name", "other"]) == REFUSED
+    assert f"no config 'other' in {tmp_path.resolve()}; available: mine" in capsys.readouterr().err
