@@ -47,7 +47,7 @@ setup(
         ],
         # Config-check rules of a backend or recipe, registered with the neutral verl_ascend.checks.
         "verl_ascend.checks": [
-            "ascend = verl.ascend.rules_env:register_checks",
+            "ascend = verl.ascend.env.rules:register_checks",
             "dapo_ascend = recipe.dapo_ascend.checks:register_checks",
         ],
         # Seam rows of each home (its contacts with upstream), assembled by the neutral verl_ascend.seams.
@@ -56,6 +56,10 @@ setup(
             "cpu = verl.cpu.seams:SEAMS",
             "dapo_ascend = recipe.dapo_ascend.seams:SEAMS",
             "verl_ascend = verl_ascend.run.seams:SEAMS",
+        ],
+        # A recipe's config folder, for commands outside the recipe (python -m verl.ascend.env).
+        "verl_ascend.configs": [
+            "dapo_ascend = recipe.dapo_ascend.config_utils:CONFIGS",
         ],
         "vllm.general_plugins": [
             # installs the "vllm"-stage seam rows of every home (verl.ascend's env check)

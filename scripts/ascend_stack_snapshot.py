@@ -19,7 +19,7 @@ only emit names that the target release defines. This script reads a *released s
 ``--pins-only`` writes ``<package>-<version>.pins.yaml`` with the pins alone: for a release whose
 pins the install check needs but whose switch surface is not a supported target (0.26.0rc1: a
 registry wheel, no tag in vllm-ascend's repository); a declared version without its own surface
-snapshot still borrows the newest older one (verl/ascend/stack.py).
+snapshot still borrows the newest older one (verl/ascend/env/stack.py).
 
 Sources, in order of preference::
 
@@ -33,7 +33,7 @@ Sources, in order of preference::
     python scripts/ascend_stack_snapshot.py --package vllm-ascend --version 0.26.0rc1 --pins-only \
         --archive /tmp/whl/vllm_ascend-0.26.0rc1-cp311-cp311-manylinux_2_34_aarch64.whl
 
-Output: ``verl/ascend/stack_snapshots/<package>-<version>.yaml`` (``--out`` to change).
+Output: ``verl/ascend/env/snapshots/<package>-<version>.yaml`` (``--out`` to change).
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from pathlib import Path
 
 import yaml
 
-from verl.ascend.stack_source import ENV_MODULES, RELEASE_FILES, release_facts, snapshot
+from verl.ascend.env.stack_source import ENV_MODULES, RELEASE_FILES, release_facts, snapshot
 
-OUT_DIR = Path(__file__).resolve().parents[1] / "verl" / "ascend" / "stack_snapshots"
+OUT_DIR = Path(__file__).resolve().parents[1] / "verl" / "ascend" / "env" / "snapshots"
 
 
 def _wanted(name: str) -> bool:

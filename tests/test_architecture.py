@@ -10,19 +10,16 @@ Rules, checked on every ``import``/``from ... import`` of every product module, 
 - ``verl.ascend`` imports neither ``verl.cpu`` nor ``recipe``;
 - ``verl.cpu`` imports neither ``verl.ascend`` nor ``recipe``;
 - ``verl_ascend`` imports none of ``verl.ascend``, ``verl.cpu``, ``recipe``;
-- no import cycle between modules at module top level, and no cycle between the homes (all imports counted;
-  here the toolkit counts as its rooms ``report``, ``checks``, ``run``, ``seams``).
+- no import cycle between modules, through any import: at module top level or inside a function (a lazy
+  import hides a circle from Python, not from the reader), and no cycle between the homes (here the toolkit
+  counts as its rooms ``report``, ``checks``, ``run``, ``seams``).
 
 String hand-overs (``runpy.run_module``, ``importlib.import_module``, entry points) are not imports. The
-sanctioned ones, each a deprecated alias, a registration by the owner or a launch as a user starts it:
+sanctioned ones, each a registration by the owner or a launch as a user starts it:
 
-- ``verl/ascend/doctor/__main__.py`` -> ``runpy.run_module("recipe.dapo_ascend.doctor")``
-  (``python -m verl.ascend.doctor``, deprecated alias of ``python -m recipe.dapo_ascend.doctor``);
-- ``verl/ascend/profiler/{__main__,report,offline}.py`` -> ``runpy.run_module("verl_ascend.report[.report|.offline]")``
-  (``python -m verl.ascend.profiler...``, deprecated aliases);
 - ``verl/ascend/accept/run_check.py`` and ``cli.py`` -> subprocesses ``python -m recipe.dapo_ascend.main_dapo`` and
   ``python -m recipe.dapo_ascend.tiny.assets`` (the acceptance run launches the recipe as a user does);
-- entry points of group ``verl_ascend.checks`` (setup.py): ``verl.ascend.rules_env:register_checks`` and
+- entry points of group ``verl_ascend.checks`` (setup.py): ``verl.ascend.env.rules:register_checks`` and
   ``recipe.dapo_ascend.checks:register_checks``, loaded by ``verl_ascend.checks.rules()``.
 - entry points of group ``verl_ascend.seams`` (setup.py): each home's ``seams:SEAMS`` (its seam rows), loaded
   by ``verl_ascend.seams.index.assembled()``, and the rows' ``install`` paths, run by ``verl_ascend.seams.install``.
@@ -144,14 +141,15 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def module_cycles(root: Path, roots=PRODUCT_ROOTS) -> list[list[str]]:
-    """Cycles among our modules through top-level imports (a package's import of its own submodule
-    and a submodule's import of its parent package are how packages work, not cycles)."""
+def module_cycles(root: Path, roots=PRODUCT_ROOTS, top_only: bool = False) -> list[list[str]]:
+    """Cycles among our modules through every import, those inside functions included (``top_only``: only
+    the ones at module top level). A package's import of its own submodule and a submodule's import of its
+    parent package are how packages work, not cycles."""
     scanned = scan(root, roots)
     graph: dict[str, set[str]] = defaultdict(set)
     for module, (_path, imports) in scanned.items():
         for target, _line, top in imports:
-            if not top or target == module:
+            if (top_only and not top) or target == module:
                 continue
             # the longest module of ours that the import names
             while target and target not in scanned:
@@ -177,7 +175,7 @@ def test_no_import_against_the_floor_plan():
     assert violations(REPO) == []
 
 
-def test_no_module_import_cycle_at_top_level():
+def test_no_module_import_cycle_even_through_function_level_imports():
     assert module_cycles(REPO) == []
 
 
@@ -225,16 +223,38 @@ def test_checker_reports_cycles(tmp_path):
         "recipe/dapo_ascend/__init__.py": "",
         "recipe/dapo_ascend/a.py": "from recipe.dapo_ascend.b import x\n",
         "recipe/dapo_ascend/b.py": "from recipe.dapo_ascend import a\nx = 1\n",
-        "recipe/dapo_ascend/c.py": "def f():\n    from recipe.dapo_ascend import d\n",  # lazy: not a top-level cycle
+        "recipe/dapo_ascend/c.py": "def f():\n    from recipe.dapo_ascend import d\n",  # lazy: still a cycle
         "recipe/dapo_ascend/d.py": "from recipe.dapo_ascend import c\n",
         "verl_ascend/__init__.py": "",
         "verl_ascend/run.py": "def f():\n    import recipe.dapo_ascend.a\n",  # lazy, but homes still cycle
         "verl/cpu/__init__.py": "",
     })
-    assert module_cycles(tmp_path) == [["recipe.dapo_ascend.a", "recipe.dapo_ascend.b"]]
+    assert module_cycles(tmp_path, top_only=True) == [["recipe.dapo_ascend.a", "recipe.dapo_ascend.b"]]
+    assert sorted(module_cycles(tmp_path)) == [["recipe.dapo_ascend.a", "recipe.dapo_ascend.b"],
+                                               ["recipe.dapo_ascend.c", "recipe.dapo_ascend.d"]]
     _write(tmp_path, {"recipe/dapo_ascend/e.py": "import verl_ascend.run\n"})
     assert home_cycles(tmp_path) == [["recipe", "verl_ascend.run"]]
     rooms = tmp_path / "rooms"  # two rooms of the toolkit leaning on each other
     _write(rooms, {"verl_ascend/__init__.py": "", "verl_ascend/checks/__init__.py": "from verl_ascend.run import x\n",
                    "verl_ascend/run/__init__.py": "", "verl_ascend/run/x.py": "def f():\n    import verl_ascend.checks\n"})
     assert home_cycles(rooms) == [["verl_ascend.checks", "verl_ascend.run"]]
+
+
+def test_checker_catches_the_circle_the_env_package_had(tmp_path):
+    """The old env_profile <-> vllm_switches <-> stack circle, through private names imported inside functions."""
+    _write(tmp_path, {
+        "verl/ascend/__init__.py": "",
+        "verl/ascend/env/__init__.py": "",
+        "verl/ascend/env/profile.py": "def evaluate():\n    from verl.ascend.env import vllm_switches\n\n"
+                                      "def _select():\n    pass\n",
+        "verl/ascend/env/vllm_switches.py": "from verl.ascend.env import stack\nfrom verl.ascend.env.profile import _select\n",
+        "verl/ascend/env/stack.py": "def target():\n    from verl.ascend.env.profile import _select\n",
+        "verl/ascend/env/table.py": "",
+    })
+    assert module_cycles(tmp_path, top_only=True) == []  # what the old check saw
+    assert module_cycles(tmp_path) == [["verl.ascend.env.profile", "verl.ascend.env.stack", "verl.ascend.env.vllm_switches"]]
+    # the layering that replaced it: table at the bottom, every import one way
+    _write(tmp_path, {"verl/ascend/env/vllm_switches.py": "from verl.ascend.env import stack, table\n",
+                      "verl/ascend/env/stack.py": "from verl.ascend.env.table import select\n",
+                      "verl/ascend/env/profile.py": "from verl.ascend.env import table, vllm_switches\n"})
+    assert module_cycles(tmp_path) == []

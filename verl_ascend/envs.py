@@ -1,7 +1,7 @@
 """THE registry of this distribution's own environment variables, and the one way to read them.
 
 The NPU runtime's variables (HCCL_*, TASK_QUEUE_ENABLE, ...) are decided by the Ascend env profile
-(``verl/ascend/env_profile.yaml``, with roles, conflicts and reasons); this table is for the
+(``verl/ascend/env/profile.yaml``, with roles, conflicts and reasons); this table is for the
 variables *we* define: switches, paths and the wire formats between our own processes. Every name
 read anywhere in this distribution is a row here (``tests/test_envs.py`` scans the code), every
 boolean goes through :func:`parse_bool`, so ``DRY_RUN=no`` and ``VERL_ASCEND_DOCTOR=off`` mean what
@@ -56,9 +56,9 @@ VARIABLES: tuple[EnvVar, ...] = (
            "Fused SwiGLU; from ascend.fused_ops.swiglu through the env profile."),
     EnvVar("VERL_ASCEND_FUSED_ROTARY_MUL", "bool", None, "verl/ascend/ops/switches.py",
            "Fused rotary embedding; from ascend.fused_ops.rotary_mul through the env profile."),
-    EnvVar("VERL_ASCEND_TARGET_VLLM_ASCEND", "str", None, "verl/ascend/stack.py",
+    EnvVar("VERL_ASCEND_TARGET_VLLM_ASCEND", "str", None, "verl/ascend/env/stack.py",
            "The vllm-ascend version the job will run on (else ascend.stack.vllm_ascend, else the installed one)."),
-    EnvVar("VERL_ASCEND_TARGET_VLLM", "str", None, "verl/ascend/stack.py",
+    EnvVar("VERL_ASCEND_TARGET_VLLM", "str", None, "verl/ascend/env/stack.py",
            "The vLLM version the job will run on (else ascend.stack.vllm, else the installed one)."),
     EnvVar("VERL_HF_ROLLOUT_THREADS", "int", "1", "verl/cpu/rollout/server.py",
            "torch threads of the CPU `hf` rollout server."),
@@ -83,11 +83,11 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("VERL_ASCEND_RUN_TOKEN", "wire", None, "run/guardian.py",
            "Set by the driver before Ray starts, fresh per run: marks every process of the run, which its guardian "
            "kills when the driver dies."),
-    EnvVar("VERL_ASCEND_ENV_PROFILE", "wire", None, "verl/ascend/env_profile.py",
+    EnvVar("VERL_ASCEND_ENV_PROFILE", "wire", None, "verl/ascend/env/wire.py",
            "The whole Ascend env profile (JSON) for the processes Ray starts, roles included."),
     EnvVar("VERL_ASCEND_FUSED_OP_COUNTS", "wire", None, "verl/ascend/ops/counts.py",
            "Where each process writes how often the patched forwards ran their fused kernels (acceptance run)."),
-    EnvVar("VERL_ASCEND_VLLM_ENV_REPORT", "wire", None, "verl/ascend/vllm_plugin.py",
+    EnvVar("VERL_ASCEND_VLLM_ENV_REPORT", "wire", None, "verl/ascend/env/vllm_plugin.py",
            "Where each vLLM process writes the profile variables it received (acceptance run)."),
     EnvVar("VERL_CPU_ROLLOUT_ENV", "wire", None, "verl/cpu/vllm_plugin.py",
            "Names of the variables the CPU rollout role must see inside vLLM processes (checked on arrival)."),

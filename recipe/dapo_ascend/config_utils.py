@@ -9,11 +9,14 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from verl_ascend.run import config_utils as _compose
-from verl_ascend.run.config_utils import ConfigError, legacy_override_message
+from verl_ascend.run.config_utils import ConfigError, ConfigFolder, legacy_override_message
 
-__all__ = ["CONFIG_DIR", "ConfigError", "available_configs", "compose", "legacy_override_message", "legacy_report"]
+__all__ = ["CONFIG_DIR", "CONFIGS", "ConfigError", "available_configs", "compose", "legacy_override_message", "legacy_report"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
+# This recipe's configs for commands outside it (entry point verl_ascend.configs in setup.py):
+# ``python -m verl.ascend.env`` composes ``dapo_base`` unless told otherwise.
+CONFIGS = ConfigFolder(CONFIG_DIR, base="dapo_base")
 
 
 def available_configs(config_dir: str | Path = CONFIG_DIR) -> list[str]:

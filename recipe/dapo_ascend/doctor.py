@@ -3,12 +3,12 @@
 Composes a recipe config the way the entry point would (upstream-style Hydra overrides), reads the
 current environment, runs the one validation pipeline (``verl_ascend.checks.validate``: the same rules
 and verdict as ``DRY_RUN=1``; the launch adds the rules that read the run's files) and prints every
-finding and the verdict. Exit status: 0 accepted, 1 refused, 2 the config cannot be composed or has
-keys of the wrong type or range. Starts nothing and touches no hardware.
+finding and the verdict. Exit status, the checks' one table (``verl_ascend.checks.exits``): 0 accepted,
+2 refused (a blocking finding, a config that cannot be composed or has keys of the wrong type or
+range), 1 the command itself failed. Starts nothing and touches no hardware.
 
 The rules are ``verl_ascend.checks``'s, plus those the backends and this recipe register there. This
-command lives in the recipe because it composes the recipe's configs; ``python -m verl.ascend.doctor``
-is its deprecated alias (kept for one release).
+command lives in the recipe because it composes the recipe's configs.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from verl_ascend.checks import IGNORE_ENV, STRICT_ENV, format_report, refusal, strict_from_env, validate
+from verl_ascend.checks import IGNORE_ENV, STRICT_ENV, format_report, refusal, validate
+from verl_ascend.checks.exits import OK, REFUSED
 
 DEFAULT_CONFIG = "dapo_qwen25_32b_npu"
-EXIT_OK, EXIT_REFUSED, EXIT_BAD_CONFIG = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,13 +48,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report is not None:  # upstream's old reward keys: every culprit in one report
         print(report)
         print("error: legacy reward keys (see the report above)", file=sys.stderr)
-        return EXIT_BAD_CONFIG
+        return REFUSED
 
     try:
         config = compose(args.config_name, args.overrides, args.config_dir or CONFIG_DIR)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
+        return REFUSED
     from recipe.dapo_ascend import preflight
 
     from verl_ascend.envs import EnvValueError
@@ -63,14 +63,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         strict = args.strict or preflight.strict_of(config)
     except EnvValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
+        return REFUSED
     findings = validate(config)
     print(format_report(findings, strict))
     refused = refusal(findings, strict)
     if refused is None:
-        return EXIT_OK
+        return OK
     print(str(refused), file=sys.stderr)
-    return EXIT_BAD_CONFIG if "config_types" in refused.rules else EXIT_REFUSED
+    return REFUSED
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ rules the launch runs except those that read the run's files: the same verdict a
 ``python -m recipe.dapo_ascend.doctor``); then it exits. It
 imports no Ray-starting code and touches no device, so it runs on any CPU machine (and in CI).
 
-Exit status: 0 when the checks accept the config, 2 when they refuse (same as a real launch).
+Exit status (the checks' one table, ``verl_ascend.checks.exits``): 0 when the checks accept the config,
+2 when they refuse (same as a real launch and the doctor).
 ``VERL_ASCEND_DOCTOR_STRICT=1`` (or a config key ``doctor.strict``) makes warnings refuse too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping
@@ -23,7 +25,8 @@ from typing import TextIO
 
 from omegaconf import DictConfig, OmegaConf
 
-EXIT_OK, EXIT_REFUSED = 0, 2
+from verl_ascend.checks.exits import OK, REFUSED
+
 ROLE_TITLES = {
     "train": "every Ray actor of the job (training workers, task runner)",
     "rollout": "rollout servers and the vLLM processes they spawn (inherits train)",
@@ -39,9 +42,9 @@ def render_config(config: DictConfig) -> str:
 
 
 def render_env(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
-    """``KEY=VALUE  # reason`` per role, from verl.ascend.env_profile; comments if it cannot resolve."""
+    """``KEY=VALUE  # reason`` per role, from verl.ascend.env.profile; comments if it cannot resolve."""
     try:
-        from verl.ascend.env_profile import EnvConflictError, resolve_env_profile
+        from verl.ascend.env.profile import EnvConflictError, resolve_env_profile
     except ImportError as exc:
         return [f"# env profile unavailable: {exc}"]
     try:
@@ -65,15 +68,29 @@ def render_env(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
 def env_profile_for(config: DictConfig, environ: Mapping[str, str]):
     """The Ascend backend's env profile of this config (its stack and vLLM additional_config), or None."""
     try:
-        from verl.ascend.env_profile import evaluate_env_profile
+        from verl.ascend.env.profile import evaluate_env_profile
     except ImportError:
         return None
     profile, _errors = evaluate_env_profile(config, environ)
     return profile
 
 
+def _evaluated_once():
+    """The Ascend env profile evaluated once for the whole dry run (three sections read it)."""
+    try:
+        from verl.ascend.env.profile import evaluated_once
+    except ImportError:
+        return contextlib.nullcontext()
+    return evaluated_once()
+
+
 def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     """Print config, env and verdict to ``out``; return the exit status (never starts anything)."""
+    with _evaluated_once():
+        return _main(config, environ, out)
+
+
+def _main(config: DictConfig, environ: Mapping[str, str] | None, out: TextIO | None) -> int:
     from recipe.dapo_ascend import preflight
     from verl_ascend import checks
     from verl_ascend.checks import effective
@@ -101,8 +118,8 @@ def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: Text
     refused = checks.refusal(findings, strict)
     if refused is not None:
         print(str(refused), file=sys.stderr, flush=True)
-        return EXIT_REFUSED
-    return EXIT_OK
+        return REFUSED
+    return OK
 
 
 def cli(argv: list[str] | None = None) -> int:
@@ -118,12 +135,12 @@ def cli(argv: list[str] | None = None) -> int:
     report = legacy_report(args.config_name, args.overrides)
     if report is not None:  # upstream's old reward keys: every culprit in one report
         print(report, file=sys.stderr)
-        return EXIT_REFUSED
+        return REFUSED
     try:
         config = compose(args.config_name, args.overrides)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return REFUSED
     return main(config)
 
 

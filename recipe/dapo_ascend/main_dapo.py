@@ -102,7 +102,7 @@ def run(config: DictConfig) -> None:
     export_to_workers(config, {"VERL_USE_EXTERNAL_MODULES": ",".join(modules)})
     if config.trainer.device == "npu":
         # The resolved NPU runtime-env profile, into every Ray worker and rollout server.
-        from verl.ascend.env_profile import apply_to_config
+        from verl.ascend.env.profile import apply_to_config
 
         apply_to_config(config)
 

@@ -111,7 +111,7 @@ def test_a_refusing_kernel_fails_naming_op_and_dtype(tmp_path, monkeypatch, torc
 
 
 def test_the_vllm_plugin_reports_what_arrived_and_a_doctored_value_fails(tmp_path):
-    from verl.ascend.vllm_plugin import write_arrival_report
+    from verl.ascend.env.vllm_plugin import write_arrival_report
 
     expected, delivered = vllm_env.delivered_env(tp=1)
     # The rollout role: vllm-ascend binds its workers on ARM only, so the profile binds on other hosts.

@@ -1,4 +1,4 @@
-"""``python -m verl.ascend.env``: one VAR=value line per variable with its reason; conflicts exit 1."""
+"""``python -m verl.ascend.env``: one VAR=value line per variable with its reason; conflicts exit 2 (refused)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from verl.ascend.env import main
+from verl.ascend.env.__main__ import main
+from verl_ascend.checks.exits import REFUSED
 
 EAGER = "actor_rollout_ref.rollout.enforce_eager"
 
@@ -42,9 +43,9 @@ def test_graph_mode_prints_task_queue_1(clean_env, capsys):
     assert line.startswith("TASK_QUEUE_ENABLE=1  # ")
 
 
-def test_a_violated_rule_exits_nonzero_naming_both(clean_env, capsys):
+def test_a_violated_rule_is_refused_naming_both(clean_env, capsys):
     clean_env.setenv("VERL_PLATFORM", "cuda")
-    assert main(["trainer.device=npu"]) == 1
+    assert main(["trainer.device=npu"]) == REFUSED == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "VERL_PLATFORM" in captured.err and "trainer.device" in captured.err
@@ -79,8 +80,8 @@ def test_bad_override_exits_2(clean_env, capsys):
     assert "no_such_key" in capsys.readouterr().err
 
 
-def test_bad_value_exits_1_naming_the_key(clean_env, capsys):
-    assert main(["+ascend.env.mc2=maybe"]) == 1
+def test_bad_value_is_refused_naming_the_key(clean_env, capsys):
+    assert main(["+ascend.env.mc2=maybe"]) == REFUSED
     err = capsys.readouterr().err
     assert "ascend.env.mc2" in err and "accepted" in err
 
@@ -116,3 +117,24 @@ def test_doctor_warns_about_an_unbound_rollout_on_x86(clean_env):
     doctor = out.getvalue().split("# ===== config doctor =====", 1)[1]
     (finding,) = [line for line in doctor.splitlines() if "rollout_cpus_unbound" in line]
     assert "CPU_AFFINITY_CONF=0 in rollout" in finding and "ascend.env.host_cpu" in finding
+
+
+def test_the_env_command_composes_a_given_folder_and_refuses_a_missing_config(clean_env, tmp_path, capsys):
+    import textwrap
+
+    from verl_ascend.checks.exits import OK
+
+    (tmp_path / "mine.yaml").write_text(textwrap.dedent("""\
+        defaults:
+          - ppo_trainer
+          - _self_
+        trainer:
+          device: npu
+        actor_rollout_ref:
+          rollout:
+            enforce_eager: true
+        """))
+    assert main(["--config-dir", str(tmp_path), "--config-name", "mine"]) == OK
+    assert "TASK_QUEUE_ENABLE=2  # " in capsys.readouterr().out
+    assert main(["--config-dir", str(tmp_path), "--config-name", "other"]) == REFUSED
+    assert f"no config 'other' in {tmp_path.resolve()}; available: mine" in capsys.readouterr().err

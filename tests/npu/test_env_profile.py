@@ -1,4 +1,4 @@
-"""Each rule of the env profile (verl/ascend/env_profile.yaml), on the recipe's composed config."""
+"""Each rule of the env profile (verl/ascend/env/profile.yaml), on the recipe's composed config."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import json
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from verl.ascend.env import compose_config
-from verl.ascend.env_profile import (
+from recipe.dapo_ascend.config_utils import compose as compose_config
+from verl.ascend.env.profile import (
     PROFILE_ENV,
     EnvConflictError,
     apply_to_config,
     evaluate_env_profile,
     find_conflicts,
     resolve_env_profile,
-    rollout_env_from_environ,
 )
+from verl.ascend.env.wire import rollout_env_from_environ
 
 EAGER = "actor_rollout_ref.rollout.enforce_eager"
 TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
@@ -413,3 +413,76 @@ def test_malformed_profile_env_is_a_clear_error(monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, "{not json")
     with pytest.raises(ValueError, match=PROFILE_ENV):
         rollout_env_from_environ()
+
+
+# --------------------------------------------------------------------------- evaluated once per config state
+
+
+@pytest.fixture
+def evaluations(monkeypatch):
+    """Counts the profile's real evaluations (not the answers served from evaluated_once's memo)."""
+    from verl.ascend.env import profile as env_profile
+
+    calls = []
+    real = env_profile._evaluate
+    monkeypatch.setattr(env_profile, "_evaluate", lambda config, environ: calls.append(1) or real(config, environ))
+    return calls
+
+
+def test_a_dry_run_evaluates_the_profile_once(evaluations):
+    """Three sections of DRY_RUN=1 read the profile (effective settings, env lines, the checks' rule): one evaluation."""
+    import io
+
+    from recipe.dapo_ascend import dry_run
+
+    config = compose_config("dapo_qwen25_32b_npu", [])
+    out = io.StringIO()
+    assert dry_run.main(config, environ={}, out=out) == 0
+    text = out.getvalue()
+    assert "TASK_QUEUE_ENABLE=2" in text and "# --- target stack" in text  # every section still had its profile
+    assert len(evaluations) == 1
+
+
+def test_evaluated_once_is_keyed_by_the_config_state_and_keeps_nothing_after(make, evaluations):
+    from verl.ascend.env.profile import evaluated_once
+
+    config = make(**{EAGER: True})
+    with evaluated_once():
+        first = resolve_env_profile(config, environ={})
+        assert resolve_env_profile(config, environ={}).env("train") == first.env("train")
+        assert len(evaluations) == 1
+        first.settings["train"].clear()  # a caller changing its answer does not change the next one
+        assert resolve_env_profile(config, environ={}).env("train")["TASK_QUEUE_ENABLE"] == "2"
+        config.actor_rollout_ref.rollout.enforce_eager = False  # a changed config is evaluated again
+        assert resolve_env_profile(config, environ={}).env("train")["TASK_QUEUE_ENABLE"] == "1"
+        assert resolve_env_profile(config, environ={"TASK_QUEUE_ENABLE": "0"}).env("train")["TASK_QUEUE_ENABLE"] == "0"
+        assert len(evaluations) == 3
+    resolve_env_profile(config, environ={})
+    assert len(evaluations) == 4  # outside the block nothing is kept
+
+
+def test_the_memo_key_covers_every_key_the_evaluation_reads():
+    """READS is the memo's key: every config key the evaluating modules select must lie under one of them."""
+    import ast
+    from pathlib import Path
+
+    from verl.ascend.env import profile as env_profile
+    from verl.ascend.env import stack, table
+
+    constants = {"ADDITIONAL_CONFIG_KEY": table.ADDITIONAL_CONFIG_KEY, "RAY_ENV_KEY": table.RAY_ENV_KEY}
+    read = set()
+    for name in ("profile", "vllm_switches", "stack"):
+        tree = ast.parse((Path(env_profile.__file__).parent / f"{name}.py").read_text())
+        for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name != "apply_to_config"):
+            for call in (n for n in ast.walk(func) if isinstance(n, ast.Call) and len(n.args) >= 2):
+                if ast.unparse(call.func) not in ("select", "OmegaConf.select"):
+                    continue
+                arg = call.args[1]
+                if isinstance(arg, ast.Constant):
+                    read.add(arg.value)
+                elif isinstance(arg, ast.Name) and arg.id in constants:
+                    read.add(constants[arg.id])
+    read.add(stack.CONFIG_KEY.format("x"))  # select(config, key) with key = CONFIG_KEY.format(...)
+    assert len(read) >= 8, read  # the scan sees the reads
+    uncovered = sorted(k for k in read if not any(k == r or k.startswith(r + ".") for r in env_profile.READS))
+    assert uncovered == []

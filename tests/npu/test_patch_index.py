@@ -35,7 +35,7 @@ def test_emulator_flag_target_unchanged():
 def test_vllm_ascend_imports_worker_patches_in_its_worker():
     """On a host with vllm-ascend: NPUWorker imports its worker patches itself (vllm_plugin only checks it)."""
     vllm_ascend = pytest.importorskip("vllm_ascend")
-    from verl.ascend.vllm_plugin import WORKER_MODULE
+    from verl.ascend.env.vllm_plugin import WORKER_MODULE
 
     source = (Path(vllm_ascend.__file__).parent / "worker" / "worker.py").read_text()
     assert WORKER_MODULE == "vllm_ascend.worker.worker" and "adapt_patch" in source

@@ -19,8 +19,8 @@ from omegaconf import OmegaConf
 
 from tests.launch import start_local_ray
 from verl.ascend import emulator
-from verl.ascend.env import compose_config
-from verl.ascend.env_profile import PROFILE_ENV, apply_to_config, is_arm_cpu
+from recipe.dapo_ascend.config_utils import compose as compose_config
+from verl.ascend.env.profile import PROFILE_ENV, apply_to_config, is_arm_cpu
 
 pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 

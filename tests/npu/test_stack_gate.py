@@ -1,4 +1,4 @@
-"""The install gate (``python -m verl.ascend.stack``) on installed-metadata fixtures.
+"""The install gate (``python -m verl.ascend.env.stack_gate``) on installed-metadata fixtures.
 
 Each test writes a site folder in tmp_path: real ``*.dist-info/METADATA`` files (Name, Version,
 Requires-Dist), source trees of ``vllm`` / ``vllm_ascend`` laid out like the releases (their env
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from verl.ascend import env_profile, stack, stack_gate
-from verl.ascend.stack_source import ENV_MODULES
+from verl.ascend.env import profile as env_profile, stack, stack_gate
+from verl.ascend.env.stack_source import ENV_MODULES
 
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTED = {  # requirements/npu.txt on an x86 host: vLLM built with VLLM_TARGET_DEVICE=empty, torch from the CPU index
@@ -90,7 +90,7 @@ def install(
 
 
 def gate(capsys, path, environ) -> tuple[int, str]:
-    code = stack.main(environ, path)
+    code = stack_gate.run(environ, path)
     return code, capsys.readouterr().out
 
 
@@ -146,7 +146,7 @@ def test_aarch64_torch_without_label_and_compiler_record_pass(tmp_path, capsys, 
 def test_wrong_installs_fail_naming_the_culprit(tmp_path, capsys, versions, culprits):
     path, environ = install(tmp_path, **versions)
     code, out = gate(capsys, path, environ)
-    assert code == 1 and "stack check: FAILED" in out
+    assert code == 2 and "stack check: FAILED" in out
     bad = mismatches(out)
     assert len(bad) == len(culprits), out
     for line, culprit in zip(bad, culprits):
@@ -159,7 +159,7 @@ def test_cann_mismatch_or_absent_fails(tmp_path, capsys, monkeypatch, cann):
     path, environ = install(tmp_path, cann=cann)
     code, out = gate(capsys, path, environ)
     (line,) = mismatches(out)
-    assert code == 1 and line.startswith("MISMATCH CANN: ")
+    assert code == 2 and line.startswith("MISMATCH CANN: ")
     if cann:
         assert f"installed {cann}" in line and "expected 9.1.0 (vllm-ascend 0.23.0 is built on quay.io/ascend/cann:9.1.0" in line
     else:
@@ -170,7 +170,7 @@ def test_a_key_the_route_emits_missing_from_the_installed_release_fails(tmp_path
     path, environ = install(tmp_path, drop="enable_matmul_allreduce")
     code, out = gate(capsys, path, environ)
     (line,) = mismatches(out)
-    assert code == 1 and "vllm-ascend 0.23.0 (installed; names from the installed source)" in line
+    assert code == 2 and "vllm-ascend 0.23.0 (installed; names from the installed source)" in line
     assert line.endswith("missing additional_config.enable_matmul_allreduce")
 
 
@@ -179,11 +179,11 @@ def test_a_rollout_variable_missing_from_its_reader_fails(tmp_path, capsys, monk
     table = copy.deepcopy(env_profile.load_table())
     table["variables"].append({"name": "VLLM_ASCEND_ENABLE_PREFETCH_MLP", "consumer": "vllm-ascend", "roles": ["rollout"]})
     table["variables"].append({"name": "VLLM_ASCEND_NOT_IN_VERL", "consumer": "verl", "roles": ["rollout"]})
-    monkeypatch.setattr(env_profile, "load_table", lambda: table)
+    monkeypatch.setattr(stack_gate, "load_table", lambda: table)
     path, environ = install(tmp_path)
     code, out = gate(capsys, path, environ)
     bad = mismatches(out)
-    assert code == 1 and len(bad) == 2, out
+    assert code == 2 and len(bad) == 2, out
     assert "tested VLLM_ASCEND_ENABLE_PREFETCH_MLP, additional_config.enable_matmul_allreduce" in bad[0]
     assert bad[0].endswith("missing VLLM_ASCEND_ENABLE_PREFETCH_MLP")
     assert "no verl source reads VLLM_ASCEND_NOT_IN_VERL" in bad[1]
@@ -206,7 +206,7 @@ def test_the_module_command_passes_on_the_documented_install(tmp_path):
     path, environ = install(tmp_path)
     env = {**os.environ, **environ, "PYTHONPATH": path[0]}
     result = subprocess.run(
-        [sys.executable, "-m", "verl.ascend.stack"], capture_output=True, text=True, timeout=600, cwd=REPO, env=env
+        [sys.executable, "-m", "verl.ascend.env.stack_gate"], capture_output=True, text=True, timeout=600, cwd=REPO, env=env
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("stack check: OK")
@@ -222,5 +222,5 @@ def test_an_installed_release_is_judged_by_its_source_not_a_declaration(tmp_path
 def test_a_declared_release_older_than_every_snapshot_is_named_not_a_traceback(tmp_path, capsys):
     path, environ = install(tmp_path, vllm_ascend=None)
     code, out = gate(capsys, path, {**environ, "VERL_ASCEND_TARGET_VLLM_ASCEND": "0.1.0"})
-    assert code == 1, out
+    assert code == 2, out
     assert "MISMATCH vllm-ascend: vllm-ascend 0.1.0 (" in out and "older than every supported release" in out

@@ -1,6 +1,6 @@
 """Every name the env profile can emit exists in each supported vLLM / vllm-ascend release.
 
-The surfaces are the committed snapshots in verl/ascend/stack_snapshots/, generated from the
+The surfaces are the committed snapshots in verl/ascend/env/snapshots/, generated from the
 released sources by scripts/ascend_stack_snapshot.py (refresh: see that script's docstring and
 docs/ascend_tutorial/npu_backend.md). A failure here means the profile table emits a variable or
 an additional_config key that a supported release does not read: it would do nothing there.
@@ -17,10 +17,10 @@ import pytest
 import yaml
 from omegaconf import OmegaConf, open_dict
 
-from verl.ascend import stack
-from verl.ascend.env import compose_config
-from verl.ascend.env_profile import evaluate_env_profile, load_table
-from verl.ascend.stack_source import snapshot
+from verl.ascend.env import stack
+from recipe.dapo_ascend.config_utils import compose as compose_config
+from verl.ascend.env.profile import evaluate_env_profile, load_table
+from verl.ascend.env.stack_source import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 VA = "vllm-ascend"
@@ -127,7 +127,7 @@ def test_snapshot_reader_on_release_shaped_sources():
     assert data["env_fallbacks"] == {"VLLM_ASCEND_X": "key_b"}
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "verl/ascend/stack_snapshots").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((REPO / "verl/ascend/env/snapshots").glob("*.yaml")), ids=lambda p: p.name)
 def test_committed_snapshots_say_where_they_come_from(path):
     data = yaml.safe_load(path.read_text())
     assert data["generated_by"] == "scripts/ascend_stack_snapshot.py"
@@ -170,18 +170,18 @@ def test_extractor_binds_fallbacks_by_the_helpers_parameter_names():
 
 def test_regenerated_snapshots_record_the_balance_fallback_pins_and_cann():
     """Regenerated from the tags (scripts/ascend_stack_snapshot.py --git): the fields each release states."""
-    new = yaml.safe_load((REPO / "verl/ascend/stack_snapshots/vllm-ascend-0.25.1rc1.yaml").read_text())
+    new = yaml.safe_load((REPO / "verl/ascend/env/snapshots/vllm-ascend-0.25.1rc1.yaml").read_text())
     assert new["env_fallbacks"]["VLLM_ASCEND_BALANCE_SCHEDULING"] == "enable_balance_scheduling"
     expected = {"0.23.0": ("transformers==5.5.4", "9.1.0"), "0.24.0rc1": ("transformers==5.13.0", "9.0.1"),
                 "0.25.1rc1": ("transformers==5.14.1", "9.0.1")}
     for version, (pin, cann) in expected.items():
-        data = yaml.safe_load((REPO / f"verl/ascend/stack_snapshots/vllm-ascend-{version}.yaml").read_text())
+        data = yaml.safe_load((REPO / f"verl/ascend/env/snapshots/vllm-ascend-{version}.yaml").read_text())
         assert pin in data["requirements"] and data["cann"] == cann and f"cann:{cann}-" in data["cann_image"]
     assert "transformers==5.14.1" in stack.release_pins(VA, "0.26.0rc1")[0]
 
 
 def test_release_facts_from_requirements_metadata_and_dockerfile():
-    from verl.ascend.stack_source import release_facts
+    from verl.ascend.env.stack_source import release_facts
 
     facts = release_facts({
         "requirements.txt": "# c\ncmake>=3.26\nnumpy\ntorch==2.10.0\n-r other.txt\ntransformers==5.14.1\n",
@@ -256,7 +256,7 @@ def test_a_release_with_its_own_snapshot_still_refuses_unknown_keys(npu_32b):
 
 def test_the_rule_reports_the_stand_in_warning_and_passes(npu_32b):
     """The same through the checks pipeline's Ascend rule (what DRY_RUN and the doctor print)."""
-    from verl.ascend.rules_env import env_conflicts
+    from verl.ascend.env.rules import env_conflicts
     from verl_ascend.checks.findings import ERROR, WARN
     from verl_ascend.checks.view import ConfigView
 
@@ -303,8 +303,8 @@ def test_the_exported_variable_per_tp_and_release(npu_32b):
 
 def test_install_acceptance_check_fails_on_a_machine_without_the_npu_set():
     result = subprocess.run(
-        [sys.executable, "-m", "verl.ascend.stack"], capture_output=True, text=True, timeout=600, cwd=REPO
+        [sys.executable, "-m", "verl.ascend.env.stack_gate"], capture_output=True, text=True, timeout=600, cwd=REPO
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # refused (verl_ascend.checks.exits)
     assert "MISMATCH torch-npu: installed none, expected 2.10.0.post4" in result.stdout
     assert "ok       verl: installed 0.9.1" in result.stdout and "stack check: FAILED" in result.stdout

@@ -17,8 +17,8 @@ import sys
 import pytest
 import standins
 
-from verl.ascend import vllm_plugin
-from verl.ascend.env_profile import PROFILE_ENV
+from verl.ascend.env import vllm_plugin
+from verl.ascend.env.wire import PROFILE_ENV
 from verl_ascend.seams import index as seam_index
 
 PROFILE = {"version": 1, "train": {}, "rollout": {"TASK_QUEUE_ENABLE": "2", "HCCL_OP_EXPANSION_MODE": "AIV"}}
@@ -95,7 +95,7 @@ def test_env_arrival_line_in_a_fresh_vllm_process_on_the_pinned_version(tmp_path
 def test_env_arrival_fills_lazily_read_vllm_ascend_variables(monkeypatch, caplog):
     environ = {PROFILE_ENV: json.dumps({**PROFILE, "rollout": {"VLLM_ASCEND_ENABLE_NZ": "0", "TASK_QUEUE_ENABLE": "1"}})}
     environ["TASK_QUEUE_ENABLE"] = "2"
-    with caplog.at_level(logging.INFO, logger="verl.ascend.vllm_plugin"):
+    with caplog.at_level(logging.INFO, logger="verl.ascend.env.vllm_plugin"):
         report = vllm_plugin.check_env_arrival(environ)
     assert report == {"present": [], "missing": ["VLLM_ASCEND_ENABLE_NZ"], "different": ["TASK_QUEUE_ENABLE"],
                       "filled": ["VLLM_ASCEND_ENABLE_NZ"]}
@@ -105,7 +105,7 @@ def test_env_arrival_fills_lazily_read_vllm_ascend_variables(monkeypatch, caplog
 
 def test_env_arrival_all_present_is_an_info_line(caplog):
     environ = {PROFILE_ENV: json.dumps(PROFILE), "TASK_QUEUE_ENABLE": "2", "HCCL_OP_EXPANSION_MODE": "AIV"}
-    with caplog.at_level(logging.INFO, logger="verl.ascend.vllm_plugin"):
+    with caplog.at_level(logging.INFO, logger="verl.ascend.env.vllm_plugin"):
         report = vllm_plugin.check_env_arrival(environ)
     assert report["present"] == ["TASK_QUEUE_ENABLE", "HCCL_OP_EXPANSION_MODE"] and not report["missing"]
     (record,) = [r for r in caplog.records if "env check" in r.getMessage()]
@@ -113,7 +113,7 @@ def test_env_arrival_all_present_is_an_info_line(caplog):
 
 
 def test_no_profile_is_reported(caplog):
-    with caplog.at_level(logging.WARNING, logger="verl.ascend.vllm_plugin"):
+    with caplog.at_level(logging.WARNING, logger="verl.ascend.env.vllm_plugin"):
         vllm_plugin.check_env_arrival({})
     assert any(f"no {PROFILE_ENV}" in r.getMessage() for r in caplog.records)
 
@@ -122,7 +122,7 @@ def test_worker_patches_in_place_no_warning(fake_vllm, caplog):
     log = fake_vllm()
     import vllm.worker
 
-    with caplog.at_level(logging.WARNING, logger="verl.ascend.vllm_plugin"):
+    with caplog.at_level(logging.WARNING, logger="verl.ascend.env.vllm_plugin"):
         vllm.worker.run_worker()
     assert not [r for r in caplog.records if "worker patches" in r.getMessage()]
     order = [name for _pid, name in standins.read_log(log)]
@@ -136,7 +136,7 @@ def test_model_before_worker_patches_is_reported_not_reordered(fake_vllm, monkey
     monkeypatch.setenv("STANDIN_WORKER_EXTENSION", "standin_verl_extension")
     import vllm.worker
 
-    with caplog.at_level(logging.WARNING, logger="verl.ascend.vllm_plugin"):
+    with caplog.at_level(logging.WARNING, logger="verl.ascend.env.vllm_plugin"):
         vllm.worker.run_worker()
     (record,) = [r for r in caplog.records if "worker patches" in r.getMessage()]
     assert "vllm.model_executor.models.qwen2" in record.getMessage()
@@ -146,7 +146,7 @@ def test_model_before_worker_patches_is_reported_not_reordered(fake_vllm, monkey
 
 def test_inactive_on_other_platforms(fake_vllm, caplog):
     log = fake_vllm(device="cuda")
-    with caplog.at_level(logging.INFO, logger="verl.ascend.vllm_plugin"):
+    with caplog.at_level(logging.INFO, logger="verl.ascend.env.vllm_plugin"):
         vllm_plugin.register()
     assert vllm_plugin._observer not in sys.meta_path
     assert not [r for r in caplog.records if "env check" in r.getMessage()]
@@ -164,7 +164,7 @@ def test_host_cpu_check_in_the_vllm_process(caplog, resolved_for, here, ok):
     """The rollout binding was chosen for the declared host CPU; a vLLM process on the other kind says so."""
     rollout = {"CPU_AFFINITY_CONF": "0" if resolved_for == "aarch64" else "1"}
     environ = {PROFILE_ENV: json.dumps({**PROFILE, "rollout": rollout, "host_cpu": resolved_for})}
-    with caplog.at_level(logging.INFO, logger="verl.ascend.vllm_plugin"):
+    with caplog.at_level(logging.INFO, logger="verl.ascend.env.vllm_plugin"):
         assert vllm_plugin.check_host_cpu(environ, machine=here) is ok
     warnings = [r.getMessage() for r in caplog.records if "host check" in r.getMessage()]
     assert len(warnings) == (0 if ok else 1)
@@ -174,7 +174,7 @@ def test_host_cpu_check_in_the_vllm_process(caplog, resolved_for, here, ok):
 
 
 def test_host_cpu_check_is_silent_for_a_profile_without_it(caplog):
-    with caplog.at_level(logging.INFO, logger="verl.ascend.vllm_plugin"):
+    with caplog.at_level(logging.INFO, logger="verl.ascend.env.vllm_plugin"):
         assert vllm_plugin.check_host_cpu({PROFILE_ENV: json.dumps(PROFILE)}, machine="x86_64") is True
     assert not [r for r in caplog.records if "host check" in r.getMessage()]
 
@@ -183,7 +183,7 @@ def test_host_cpu_check_runs_in_a_fresh_vllm_process(tmp_path):
     """Through the entry point: a profile resolved for the other kind of CPU than this host's is reported."""
     import platform
 
-    from verl.ascend.env_profile import is_arm_cpu
+    from verl.ascend.env.profile import is_arm_cpu
 
     other = "x86_64" if is_arm_cpu(platform.machine()) else "aarch64"
     profile = {**PROFILE, "rollout": {"CPU_AFFINITY_CONF": "0"}, "host_cpu": other}

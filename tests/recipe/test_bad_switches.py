@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from recipe.dapo_ascend import config_schema, doctor, main_dapo
+from verl_ascend.checks import exits
 
 
 def test_unreadable_dry_run_exits_2_naming_it(monkeypatch, capsys):
@@ -15,7 +16,7 @@ def test_unreadable_dry_run_exits_2_naming_it(monkeypatch, capsys):
 
 def test_doctor_with_an_unreadable_strict_switch_exits_2_naming_it(monkeypatch, capsys):
     monkeypatch.setenv("VERL_ASCEND_DOCTOR_STRICT", "maybe")
-    assert doctor.main(["--config-name", "dapo_tiny_cpu"]) == doctor.EXIT_BAD_CONFIG
+    assert doctor.main(["--config-name", "dapo_tiny_cpu"]) == exits.REFUSED
     assert "VERL_ASCEND_DOCTOR_STRICT='maybe' is not a boolean" in capsys.readouterr().err
 
 

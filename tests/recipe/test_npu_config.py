@@ -17,6 +17,7 @@ from recipe.dapo_ascend import dry_run
 from tests.launch import require_e2e
 from recipe.dapo_ascend.config_utils import CONFIG_DIR, ConfigError, compose
 from verl_ascend.checks.rules_schema import unknown_keys, upstream_reference
+from verl_ascend.checks import exits
 
 REPO = Path(__file__).resolve().parents[2]
 NPU_YAML = CONFIG_DIR / "dapo_qwen25_32b_npu.yaml"
@@ -227,7 +228,7 @@ def test_dry_run_prints_values_where_upstream_consumes_them(npu):
 def test_dry_run_refuses_switches_that_do_not_reach_their_consumer(override, rule, named):
     code, text = _dry(compose("dapo_qwen25_32b_npu", [override]))
     (line,) = [line for line in text.splitlines() if line.startswith(f"[error] {rule}:")]
-    assert code == dry_run.EXIT_REFUSED and named in line
+    assert code == exits.REFUSED and named in line
 
 
 def test_dead_key_matching_its_consumer_is_a_warning():
@@ -252,7 +253,7 @@ def test_dry_run_shows_overrides_and_refuses_conflicts():
     code, text = _dry(graph, {"TASK_QUEUE_ENABLE": "2"})  # article-only rule: a warning that says so
     assert code == 0 and "[warn] task_queue_2_with_graph_mode" in text and "unverified" in text
     code, text = _dry(graph, {"TASK_QUEUE_ENABLE": "2", "VERL_ASCEND_DOCTOR_STRICT": "1"})
-    assert code == dry_run.EXIT_REFUSED and "doctor verdict: REFUSED" in text
+    assert code == exits.REFUSED and "doctor verdict: REFUSED" in text
 
 
 # --- the example script, end to end ------------------------------------------------------------

@@ -79,7 +79,7 @@ class AscendPlatform(PlatformNPU):
         return False if self.emulated else super().is_ipc_supported()
 
     def rollout_env_vars(self) -> dict[str, str]:
-        from verl.ascend.env_profile import rollout_env_from_environ
+        from verl.ascend.env.wire import rollout_env_from_environ
 
         env = super().rollout_env_vars()
         env.update(rollout_env_from_environ())

@@ -142,7 +142,7 @@ SEAMS: tuple[Seam, ...] = (
     ),
     Seam(
         id="vllm_env_check",
-        kind="runtime-patch", stage="vllm", install="verl.ascend.vllm_plugin:register",
+        kind="runtime-patch", stage="vllm", install="verl.ascend.env.vllm_plugin:register",
         target=(
             "sys.meta_path of every vLLM process on the NPU platform (an import observer that fires once, at the "
             "first vllm.model_executor.models.<model> import), plus os.environ for missing VLLM_ASCEND_* variables"
@@ -162,7 +162,7 @@ SEAMS: tuple[Seam, ...] = (
         upstream_fix="None needed: a check, not a fix; vLLM has no hook that reports a process's environment.",
         remove_when="never while the env profile is delivered through the rollout servers' runtime_env.",
         test="tests/npu/test_vllm_plugin.py",
-        code="verl/ascend/vllm_plugin.py",
+        code="verl/ascend/env/vllm_plugin.py",
     ),
     Seam(
         id="ascend_auto_set_device",

@@ -17,10 +17,12 @@ says, for each problem, what would happen and what to change.
 
 Use::
 
-    from verl.ascend import doctor
-    findings = doctor.check(config, strict=False)   # raises doctor.DoctorError on errors
+    from verl_ascend import checks
+    findings = checks.validate(config)              # every finding, never raises for the config
+    findings = checks.check(config, strict=False)   # raises checks.DoctorError on blocking ones
 
-or ``python -m recipe.dapo_ascend.doctor [--config-name NAME] [--strict] [overrides...]``.
+or ``python -m recipe.dapo_ascend.doctor [--config-name NAME] [--strict] [overrides...]``. Its exit
+status, ``DRY_RUN=1``'s and the env CLI's follow one table: :mod:`verl_ascend.checks.exits`.
 
 Severity: ``error`` blocks the run; ``warn`` blocks only under strict (``strict=True``,
 ``--strict`` or ``VERL_ASCEND_DOCTOR_STRICT=1``); ``info`` never blocks. A rule the user knows
@@ -73,7 +75,7 @@ _entry_points_loaded = False
 
 __all__ = [
     "DoctorError", "Finding", "ERROR", "WARN", "INFO", "BUILTIN_RULES", "rules", "register",
-    "register_sync_trainer_mode", "check", "validate", "diagnose", "blocking", "format_report", "refusal",
+    "register_sync_trainer_mode", "check", "validate", "blocking", "format_report", "refusal",
 ]
 
 
@@ -158,11 +160,6 @@ def _run(rule: Rule, view: ConfigView) -> list[Finding]:
                         "input it names or set VERL_ASCEND_DOCTOR_IGNORE=rule_crashed to start anyway")]
 
 
-def diagnose(config: Any, environ: Mapping[str, str] | None = None) -> list[Finding]:
-    """``validate`` without the rules that read the run's files (what the doctor and the dry run show)."""
-    return validate(config, environ)
-
-
 def strict_from_env(environ: Mapping[str, str] | None = None) -> bool:
     from verl_ascend import envs
 
@@ -181,7 +178,7 @@ def check(config: Any, strict: bool = False, environ: Mapping[str, str] | None =
     ``strict`` is also switched on by ``VERL_ASCEND_DOCTOR_STRICT=1`` in ``environ``.
     """
     strict = bool(strict) or strict_from_env(environ)
-    findings = diagnose(config, environ)
+    findings = validate(config, environ)
     stops = blocking(findings, strict)
     if stops:
         raise DoctorError(stops, strict=strict)

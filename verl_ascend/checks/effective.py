@@ -98,7 +98,7 @@ def effective_settings(config: DictConfig, profile: Any = None) -> dict[str, dic
     """Section title -> {consumed key: value}; raises :class:`UpstreamConfigError`.
 
     ``profile`` is the device backend's env profile for this config (the Ascend backend's
-    ``verl.ascend.env_profile.evaluate_env_profile``), injected by the caller: it adds vLLM's
+    ``verl.ascend.env.profile.evaluate_env_profile``), injected by the caller: it adds vLLM's
     ``additional_config`` and the target stack. None leaves both out.
     """
     built = build_upstream_configs(config)
@@ -115,7 +115,7 @@ def effective_settings(config: DictConfig, profile: Any = None) -> dict[str, dic
         sections["vLLM engine arguments (verl/workers/rollout/vllm_rollout/vllm_async_server.py)"] = flat
     if profile is not None:
         stack = {f"{name}": surface.describe() for name, surface in profile.stack.items()}
-        sections["target stack (verl/ascend/stack.py)"] = stack
+        sections["target stack (verl/ascend/env/stack.py)"] = stack
     return sections
 
 

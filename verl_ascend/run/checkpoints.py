@@ -36,7 +36,6 @@ what was picked and why), ``*.trimmed-<time>.jsonl`` (records a resume removed),
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -47,12 +46,14 @@ from typing import Any, Iterable, Optional
 
 from verl_ascend.paths import RunPaths
 from verl_ascend.run.data_order import ENV_FRESH_DATA_ORDER, record_data_order
-from verl_ascend.run.files import (
+from verl_ascend.run.files import (  # file_checksum: re-exported, the resume's digest of each file
+    CHECKSUM,
     ENV_METRICS_APPEND,
     ENV_RUN_DIR,
     HISTORY_FILES,
     RESUME_LOG,
     append_jsonl,
+    file_checksum,
     side_file_for,
     trim_jsonl,
     write_atomic,
@@ -109,19 +110,6 @@ def list_files(folder: str) -> dict[str, int]:
             except OSError:
                 continue
     return dict(sorted(files.items()))
-
-
-CHECKSUM = "sha256"  # hashlib name; OpenSSL's SHA-256 uses the CPU's SHA instructions (x86 SHA-NI, ARMv8 crypto)
-CHUNK = 8 << 20
-
-
-def file_checksum(path: str, algorithm: str = CHECKSUM) -> str:
-    """Streamed digest of one file (8 MiB reads: constant memory whatever the shard size)."""
-    digest = hashlib.new(algorithm)
-    with open(path, "rb", buffering=0) as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def checksums(folder: str, names: Iterable[str], algorithm: str = CHECKSUM) -> dict[str, str]:

@@ -5,7 +5,9 @@ exact config the entry point would get, from a plain function call, with upstrea
 strings. Composition goes through Hydra itself, so the recipe YAML is merged onto upstream verl
 0.9.1's ``ppo_trainer`` exactly as at run time, and an override of a key that upstream does not
 define fails here (Hydra struct mode) with the key named. The config folder is the caller's (a recipe
-binds its own: ``recipe/dapo_ascend/config_utils.py``).
+binds its own: ``recipe/dapo_ascend/config_utils.py``); a command outside the recipe (``python -m
+verl.ascend.env``) finds it through the entry-point group ``verl_ascend.configs``, where a recipe
+declares its folder (:class:`ConfigFolder`), so no backend names a recipe. This is the one composer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from dataclasses import dataclass
+
 from omegaconf import DictConfig
+
+CONFIGS_GROUP = "verl_ascend.configs"
+# Upstream's trainer configs (``ppo_trainer``): on the search path of every composition. Hydra reads
+# ``hydra.searchpath`` only from a primary config, so a base config (``dapo_base``) gets it as an override.
+UPSTREAM_CONFIGS = "pkg://verl.trainer.config"
+
+
+@dataclass(frozen=True)
+class ConfigFolder:
+    """A recipe's config folder as it declares it (entry point of group ``verl_ascend.configs``)."""
+
+    path: Path
+    base: str  # the config a command composes when given no --config-name
+
 
 class ConfigError(ValueError):
     """The config cannot be composed: unknown config name, bad override, missing key."""
@@ -44,9 +62,35 @@ def compose(config_name: str, overrides: Sequence[str], config_dir: str | Path) 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-            return hydra_compose(config_name=config_name, overrides=list(overrides))
+            return hydra_compose(config_name=config_name, overrides=[*_search_path(config_dir / f"{config_name}.yaml", overrides), *overrides])
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_explain(exc, overrides)) from exc
+
+
+def _search_path(primary: Path, overrides: Sequence[str]) -> list[str]:
+    """The ``hydra.searchpath`` override a config without upstream's configs on its search path needs ([] if none)."""
+    import yaml
+
+    if any(o.lstrip("+").startswith("hydra.searchpath") for o in overrides):
+        return []
+    declared = ((yaml.safe_load(primary.read_text()) or {}).get("hydra") or {}).get("searchpath") or []
+    if UPSTREAM_CONFIGS in declared:
+        return []
+    return [f"hydra.searchpath=[{','.join([*declared, UPSTREAM_CONFIGS])}]"]
+
+
+def registered_folder() -> ConfigFolder:
+    """The config folder a recipe declared (group ``verl_ascend.configs``); ConfigError unless exactly one."""
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep for ep in entry_points(group=CONFIGS_GROUP)}
+    if len(found) != 1:
+        names = ", ".join(sorted(found)) or "none"
+        raise ConfigError(f"{len(found)} recipes declare a config folder (entry points {CONFIGS_GROUP}: {names}); pass --config-dir")
+    folder = next(iter(found.values())).load()
+    if not isinstance(folder, ConfigFolder):
+        raise ConfigError(f"entry point {CONFIGS_GROUP} {next(iter(found))} is {folder!r}, not a ConfigFolder")
+    return folder
 
 
 def legacy_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:

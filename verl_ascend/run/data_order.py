@@ -25,7 +25,7 @@ import os
 import time
 from typing import Any, Callable, Optional
 
-from verl_ascend.run.files import write_atomic
+from verl_ascend.run.files import file_checksum, write_atomic
 
 DATA_ORDER_FILE = "data_order.json"
 ENV_FRESH_DATA_ORDER = "VERL_ASCEND_FRESH_DATA_ORDER"
@@ -47,8 +47,6 @@ def train_files(config) -> list[str]:
 
 def fingerprint(path: str) -> dict:
     """Path, size and SHA-256 of one training file (streamed: constant memory)."""
-    from verl_ascend.run.checkpoints import file_checksum
-
     return {"path": path, "size": os.path.getsize(path), "sha256": file_checksum(path)}
 
 

@@ -13,6 +13,7 @@ what was picked and why), ``*.trimmed-<time>.jsonl`` (records a resume removed),
 from __future__ import annotations
 
 import errno as errno_names
+import hashlib
 import json
 import os
 from typing import Optional
@@ -147,3 +148,16 @@ def side_file_for(path: str, stamp: str) -> str:
     """``metrics.jsonl`` -> ``metrics.trimmed-20261130T142500Z.jsonl`` (same folder)."""
     stem, ext = os.path.splitext(path)
     return f"{stem}.trimmed-{stamp}{ext}"
+
+
+CHECKSUM = "sha256"  # hashlib name; OpenSSL's SHA-256 uses the CPU's SHA instructions (x86 SHA-NI, ARMv8 crypto)
+CHUNK = 8 << 20
+
+
+def file_checksum(path: str, algorithm: str = CHECKSUM) -> str:
+    """Streamed digest of one file (8 MiB reads: constant memory whatever the shard size)."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb", buffering=0) as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()

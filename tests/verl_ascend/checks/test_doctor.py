@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from recipe.dapo_ascend.config_utils import compose
 from verl_ascend import checks as doctor
+from verl_ascend.checks.exits import REFUSED
 from verl_ascend.checks import rules_fsdp
 from recipe.dapo_ascend.doctor import main as doctor_cli
 
@@ -49,7 +50,7 @@ def variant(base, updates: dict):
 
 
 def findings(cfg, environ=NO_ENV, rule=None, severity=None):
-    found = doctor.diagnose(cfg, environ)
+    found = doctor.validate(cfg, environ)
     return [f for f in found if (rule is None or f.rule == rule) and (severity is None or f.severity == severity)]
 
 
@@ -61,7 +62,7 @@ def rules(cfg, environ=NO_ENV, severity=None):
 
 
 def test_npu_config_is_accepted_with_only_notes(npu):
-    found = doctor.diagnose(npu, NO_ENV)
+    found = doctor.validate(npu, NO_ENV)
     assert [f.severity for f in found] == ["info"]
     assert found[0].rule == "context_overflow" and "skipped" in found[0].message
     assert doctor.check(npu, strict=True, environ=NO_ENV) == found
@@ -69,10 +70,10 @@ def test_npu_config_is_accepted_with_only_notes(npu):
 
 def test_tiny_cpu_config_is_accepted():
     tiny = compose("dapo_tiny_cpu")
-    assert doctor.blocking(doctor.diagnose(tiny, NO_ENV), strict=False) == []
+    assert doctor.blocking(doctor.validate(tiny, NO_ENV), strict=False) == []
 
 
-# --- env rules, delegated to verl.ascend.env_profile ---------------------------------------------
+# --- env rules, delegated to verl.ascend.env.profile ---------------------------------------------
 
 
 def test_task_queue_2_with_graph_mode(npu):
@@ -149,12 +150,12 @@ def test_env_profile_warning_becomes_a_warning(npu):
 
 
 def test_broken_env_profile_refuses_instead_of_crashing(npu, monkeypatch):
-    from verl.ascend import env_profile
+    from verl.ascend.env import profile as env_profile
 
     def broken(config, environ=None):
         raise RuntimeError("table unreadable")
 
-    monkeypatch.setattr(env_profile, "find_conflicts", broken)
+    monkeypatch.setattr(env_profile, "evaluate_env_profile", broken)
     hit = findings(npu, rule="env_profile_failed")
     assert len(hit) == 1 and hit[0].severity == "error" and "table unreadable" in hit[0].message
 
@@ -162,11 +163,11 @@ def test_broken_env_profile_refuses_instead_of_crashing(npu, monkeypatch):
 def test_missing_env_profile_is_a_note_not_a_crash(npu, monkeypatch):
     import sys
 
-    import verl.ascend
+    import verl.ascend.env
 
     assert "env_rules_unavailable" not in rules(npu)
-    monkeypatch.delattr(verl.ascend, "env_profile", raising=False)
-    monkeypatch.setitem(sys.modules, "verl.ascend.env_profile", None)  # importing it now raises ImportError
+    monkeypatch.delattr(verl.ascend.env, "profile", raising=False)
+    monkeypatch.setitem(sys.modules, "verl.ascend.env.profile", None)  # importing it now raises ImportError
     hit = findings(npu, rule="env_rules_unavailable")
     assert [f.severity for f in hit] == ["info"] and "not checked" in hit[0].message
 
@@ -537,30 +538,16 @@ def test_cli_exit_codes(capsys, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     assert doctor_cli([]) == 0
     assert "doctor verdict: OK" in capsys.readouterr().out
-    assert doctor_cli(["trainer.use_v1=False"]) == 1
+    assert doctor_cli(["trainer.use_v1=False"]) == REFUSED == 2  # one table: verl_ascend.checks.exits
     assert "[error] dynamic_sampling_ignored" in capsys.readouterr().out
-    assert doctor_cli(["data.max_respons_length=1"]) == 2
+    assert doctor_cli(["data.max_respons_length=1"]) == REFUSED
     assert "data.max_respons_length" in capsys.readouterr().err
-
-
-def test_deprecated_cli_alias_hands_over_to_the_recipe_command():
-    """``python -m verl.ascend.doctor`` (kept for one release) runs ``python -m recipe.dapo_ascend.doctor``."""
-    import os
-    import subprocess
-    import sys
-
-    repo = Path(__file__).resolve().parents[3]
-    env = dict(os.environ, PYTHONPATH=str(repo))
-    proc = subprocess.run([sys.executable, "-m", "verl.ascend.doctor", "--help"], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "python -m recipe.dapo_ascend.doctor" in proc.stdout
 
 
 def test_the_backend_and_the_recipe_register_their_own_rules():
     """The neutral checks hold no Ascend or recipe rule; each owner registers its own (entry points)."""
     from recipe.dapo_ascend.checks import TRAINER_MODE, rollout_tail_policy
-    from verl.ascend.rules_env import env_conflicts
+    from verl.ascend.env.rules import env_conflicts
     from verl_ascend.checks import rules_sampling
 
     rules = doctor.rules()

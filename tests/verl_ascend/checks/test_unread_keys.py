@@ -118,7 +118,7 @@ def test_hand_checked_sample_goes_both_ways():
 
 
 def found(cfg, *rules):
-    return [f for f in checks.diagnose(cfg, {}) if f.rule in rules]
+    return [f for f in checks.validate(cfg, {}) if f.rule in rules]
 
 
 UNREAD_RULES = ("switch_not_reaching_consumer", "key_never_read", "key_read_by_other_engine")

@@ -180,11 +180,10 @@ def test_report_imports_no_upstream_verl_nor_torch():
     assert proc.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("module", ["verl_ascend.report", "verl.ascend.profiler", "verl.ascend.profiler.report"])
-def test_report_command_and_its_deprecated_aliases(tmp_path, module):
+def test_report_command(tmp_path):
     write_trace(tmp_path / "t.json.gz", [kernel("RmsNorm", 0, 5)], gz=True)
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", module, str(tmp_path), "--no-plots", "--quiet"],
+    proc = subprocess.run([sys.executable, "-m", "verl_ascend.report", str(tmp_path), "--no-plots", "--quiet"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == EXIT_OK, proc.stderr
     assert (tmp_path / "profile_report" / "report.json").exists()

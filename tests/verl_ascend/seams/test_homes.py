@@ -154,7 +154,7 @@ def test_the_trainer_stage_is_installed_by_the_run_journal(fresh, monkeypatch, t
 
 def test_the_vllm_stage_is_installed_by_the_general_plugin(fresh, monkeypatch, tmp_path):
     """vLLM calls each ``vllm.general_plugins`` entry point; ours installs the ``vllm`` stage."""
-    assert _installers("vllm") == ["verl.ascend.vllm_plugin:register"]
+    assert _installers("vllm") == ["verl.ascend.env.vllm_plugin:register"]
     (plugin,) = [ep for ep in importlib.metadata.entry_points(group="vllm.general_plugins")
                  if ep.name == "verl_ascend_env_check"]
     assert plugin.value == "verl_ascend.seams.index:install_vllm_stage"
@@ -163,7 +163,7 @@ def test_the_vllm_stage_is_installed_by_the_general_plugin(fresh, monkeypatch, t
     plugin.load()()
     record = json.loads((tmp_path / f"{os.getpid()}.json").read_text())
     assert record["pid"] == os.getpid()
-    assert index.installed()["verl.ascend.vllm_plugin:register"] == ["vllm_env_check"]
+    assert index.installed()["verl.ascend.env.vllm_plugin:register"] == ["vllm_env_check"]
 
 
 @pytest.mark.parametrize("stage", [s for s in STAGES if s not in ("plugin", "trainer", "vllm")])
@@ -184,10 +184,10 @@ def test_no_code_calls_an_installer_itself():
 def test_the_installer_scan_sees_every_spelling():
     source = (
         "from verl.cpu import patches\nfrom verl.cpu.patches import install as go\n"
-        "import verl.ascend.vllm_plugin as vp\n\ndef f():\n    patches.install()\n    go()\n    vp.register()\n"
+        "import verl.ascend.env.vllm_plugin as vp\n\ndef f():\n    patches.install()\n    go()\n    vp.register()\n"
         "    patches.other()\n"
     )
-    paths = {"verl.cpu.patches:install", "verl.ascend.vllm_plugin:register"}
+    paths = {"verl.cpu.patches:install", "verl.ascend.env.vllm_plugin:register"}
     found = scan.installer_calls({"recipe/x/a.py": source}, paths)
     assert [(c.line, c.name) for c in found] == [
-        (6, "verl.cpu.patches:install"), (7, "verl.cpu.patches:install"), (8, "verl.ascend.vllm_plugin:register")]
+        (6, "verl.cpu.patches:install"), (7, "verl.cpu.patches:install"), (8, "verl.ascend.env.vllm_plugin:register")]

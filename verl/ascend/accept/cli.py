@@ -2,7 +2,7 @@
 
 Runs, in order, and reports each check with its measured value and verdict:
 
-1. ``stack``: the install's stack gate (``python -m verl.ascend.stack``), its verdict and text;
+1. ``stack``: the install's stack gate (``python -m verl.ascend.env.stack_gate``), its verdict and text;
 2. ``fused_ops``: each fused op on the device against its CPU reference at the documented tolerances;
 3. ``vllm_env``: a real vLLM process reports the profile variables it received;
 4. ``dapo``: a 2-step tiny DAPO on one device with the fused ops and the env profile;
@@ -56,12 +56,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def stack_check() -> Check:
-    from verl.ascend import stack
+    from verl.ascend.env import stack_gate
 
-    check = Check("stack", "the stack gate (python -m verl.ascend.stack)")
+    check = Check("stack", "the stack gate (python -m verl.ascend.env.stack_gate)")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        status = stack.main()
+        status = stack_gate.run()
     check.value = {"exit_status": status, "lines": out.getvalue().splitlines()}
     if status != 0:
         check.fail("the stack gate refused this install (its MISMATCH lines name the culprits)")

@@ -21,8 +21,8 @@ from omegaconf import OmegaConf
 
 from verl.ascend import emulator
 from verl.ascend.accept.report import Check
-from verl.ascend.env_profile import RAY_ENV_KEY, apply_to_config
-from verl.ascend.vllm_plugin import REPORT_DIR_ENV
+from verl.ascend.env.profile import RAY_ENV_KEY, apply_to_config
+from verl.ascend.env.vllm_plugin import REPORT_DIR_ENV
 
 # vLLM's CPU build sizes its KV cache from this (GiB); the tiny model needs next to nothing.
 CPU_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"}

@@ -3,7 +3,7 @@
 Started by :mod:`verl.ascend.accept.vllm_env` with the rollout role's environment, as upstream
 starts a rollout server's vLLM. It builds a real ``vllm.LLM`` on ``MODEL`` (vLLM spawns its engine
 core as upstream's server does; each process loads vLLM's general plugins, where
-:func:`verl.ascend.vllm_plugin.write_arrival_report` records what arrived) and generates a few
+:func:`verl.ascend.env.vllm_plugin.write_arrival_report` records what arrived) and generates a few
 tokens, so the engine has run its model when the reports are read. Writes ``{"generated_tokens": n}``
 to ``--result`` (vLLM logs to stdout, so stdout is not the channel).
 """

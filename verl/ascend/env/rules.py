@@ -1,13 +1,13 @@
 """Runtime-switch rules (task queue, HCCL expansion mode, mc2, graph mode): delegated, not copied.
 
-The per-role environment profile (``verl.ascend.env_profile``) owns these rules because it is the
+The per-role environment profile (``verl.ascend.env.profile``) owns these rules because it is the
 code that turns config and environment into the variables each process gets; a second copy here
 would drift from what actually runs. Each ``EnvConflictError`` from its ``find_conflicts`` becomes
 an error finding with the same rule id and keys; the profile's own warnings (e.g. AIV below TP 8)
 become warnings.
 
 Registered with the neutral ``verl_ascend.checks`` by this backend (entry point ``verl_ascend.checks:
-ascend = verl.ascend.rules_env:register_checks`` in setup.py).
+ascend = verl.ascend.env.rules:register_checks`` in setup.py).
 """
 
 from __future__ import annotations
@@ -23,23 +23,23 @@ _WARNING_ID = re.compile(r"^\[(?P<rule>[A-Za-z0-9_]+)\]\s*(?P<message>.*)$", re.
 
 def env_conflicts(view: ConfigView) -> Iterator[Finding]:
     try:
-        from verl.ascend import env_profile
+        from verl.ascend.env import profile as env_profile
     except ImportError as exc:
         yield Finding(
             "env_rules_unavailable",
             INFO,
-            f"skipped: verl.ascend.env_profile cannot be imported ({exc}); task-queue/AIV/mc2/graph-mode "
+            f"skipped: verl.ascend.env.profile cannot be imported ({exc}); task-queue/AIV/mc2/graph-mode "
             "conflicts were not checked.",
         )
         return
     try:
-        conflicts = env_profile.find_conflicts(view.config, view.environ)
+        profile, conflicts = env_profile.evaluate_env_profile(view.config, view.environ)
     except Exception as exc:  # a broken profile table must stop the run, as a finding, not a traceback
         yield Finding(
             "env_profile_failed",
             ERROR,
             f"the env profile could not be evaluated ({type(exc).__name__}: {exc}); the per-role environment "
-            "of this run is unknown. Fix verl/ascend/env_profile.yaml or the ascend.env section.",
+            "of this run is unknown. Fix verl/ascend/env/profile.yaml or the ascend.env section.",
             ("ascend.env",),
         )
         return
@@ -47,7 +47,6 @@ def env_conflicts(view: ConfigView) -> Iterator[Finding]:
         yield Finding(conflict.rule, ERROR, str(conflict), tuple(conflict.keys))
     if conflicts:
         return
-    profile = env_profile.resolve_env_profile(view.config, view.environ)
     for warning in profile.warnings:
         match = _WARNING_ID.match(warning)
         rule, message = (match["rule"], match["message"]) if match else ("env_profile_warning", warning)

@@ -13,7 +13,7 @@ target stack on a CPU machine without installing it.
 
 The surface of a release (env-variable names and ``additional_config`` keys): read from the
 installed package's source when that is the target, else from the committed snapshot in
-``stack_snapshots/`` (``scripts/ascend_stack_snapshot.py`` generates them from released source
+``snapshots/`` (``scripts/ascend_stack_snapshot.py`` generates them from released source
 archives). A version without its own snapshot borrows the newest snapshot not newer than it (the
 *stand-in*, :attr:`Surface.stand_in`): a name the stand-in lacks is then *unknown* for that version
 (a warning), not absent (an error), since the newer release may have added it.
@@ -23,7 +23,7 @@ in a ``<package>-<version>.pins.yaml``) are checked against the installed verl's
 ``Requires-Dist`` (:func:`pin_conflicts`): vllm-ascend 0.24.0rc1 pins transformers 5.13.0 and
 0.25.1rc1 / 0.26.0rc1 pin 5.14.1, which verl 0.9.1 (``<5.11``) cannot install next to.
 
-``python -m verl.ascend.stack`` is the install gate of an Ascend host (:mod:`verl.ascend.stack_gate`).
+``python -m verl.ascend.env.stack_gate`` is the install gate of an Ascend host (:mod:`verl.ascend.env.stack_gate`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-SNAPSHOT_DIR = Path(__file__).with_name("stack_snapshots")
+from verl.ascend.env.stack_source import read_surface
+from verl.ascend.env.table import select
+
+SNAPSHOT_DIR = Path(__file__).with_name("snapshots")
 PACKAGES = {"vllm": "vllm", "vllm-ascend": "vllm_ascend"}  # distribution -> config/ module name
 PINNED = {"vllm": "0.23.0", "vllm-ascend": "0.23.0"}  # requirements/npu.txt
 CONFIG_KEY = "ascend.stack.{}"
@@ -150,11 +153,9 @@ def target_version(
     package: str, config=None, environ: Mapping[str, str] | None = None, path: list[str] | None = None
 ) -> tuple[str, str]:
     """(version, origin) of the release this job targets; raises ValueError for a malformed declaration."""
-    from verl.ascend.env_profile import _select
-
     environ = os.environ if environ is None else environ
     key = CONFIG_KEY.format(PACKAGES[package])
-    declared = _select(config, key) if config is not None else None
+    declared = select(config, key) if config is not None else None
     candidates = [(declared, f"declared by {key}"), (environ.get(ENV_KEY[package]), f"declared by {ENV_KEY[package]}")]
     for value, origin in candidates:
         if value is not None and str(value).strip() not in ("", "auto"):
@@ -176,8 +177,6 @@ def read_snapshot(path: Path) -> dict:
 
 def _installed_surface(package: str, path: list[str] | None = None) -> dict | None:
     """The surface read from the installed package's own source files (no import of the package)."""
-    from verl.ascend.stack_source import read_surface
-
     # No path: the interpreter's own finders, so an editable install (a meta-path hook) is found too.
     name = PACKAGES[package]
     spec = importlib.util.find_spec(name) if path is None else importlib.machinery.PathFinder.find_spec(name, path)
@@ -267,13 +266,3 @@ def missing_names(table: Mapping, package: str, surface: Surface, gated: bool = 
             missing.append(name)
     return missing
 
-
-def main(environ: Mapping[str, str] | None = None, path: list[str] | None = None) -> int:
-    """``python -m verl.ascend.stack``: the install gate of an Ascend host (:mod:`verl.ascend.stack_gate`)."""
-    from verl.ascend.stack_gate import run
-
-    return run(environ, path)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

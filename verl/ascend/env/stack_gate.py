@@ -1,4 +1,4 @@
-"""``python -m verl.ascend.stack``: the install gate of an Ascend host (exit 0 = the pinned stack is there).
+"""``python -m verl.ascend.env.stack_gate``: the install gate of an Ascend host (exit 0 = the pinned stack is there, 2 = refused).
 
 Why a gate of its own, not ``pip check``: a source-built vLLM's metadata was never checked against the
 NPU set, and a wrong torch / torch_npu / CANN pairing installs cleanly and fails only at the first
@@ -30,7 +30,9 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from verl.ascend import stack
+from verl.ascend.env import stack
+from verl.ascend.env.table import load_table
+from verl_ascend.checks.exits import OK, REFUSED
 
 VERL_PIN = "0.9.1"  # requirements/base.txt
 # Local labels (the ``+label`` of a version) a correct install carries, and why; any other label is
@@ -187,8 +189,6 @@ def verl_reader(name: str, path: list[str] | None) -> str | None:
 
 def check_names(environ: Mapping[str, str], path: list[str] | None) -> list[Check]:
     """The profile's rollout ``VLLM_*`` names and ``additional_config`` keys against their readers."""
-    from verl.ascend.env_profile import load_table
-
     table = load_table()
     checks = []
     for package in stack.PACKAGES:
@@ -211,7 +211,7 @@ def check_names(environ: Mapping[str, str], path: list[str] | None) -> list[Chec
 
 
 def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None) -> int:
-    """Print one line per check and the verdict; 0 when every check holds, else 1."""
+    """Print one line per check and the verdict; ``OK`` (0) when every check holds, else ``REFUSED`` (2)."""
     environ = os.environ if environ is None else environ
     found = {p: stack.installed_version(p, path) for p in expected_versions()}
     expected = expected_versions()
@@ -226,4 +226,8 @@ def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None)
         print(check)
     ok = all(c.ok for c in checks)
     print("stack check: " + ("OK" if ok else "FAILED (each MISMATCH line says what to install)"))
-    return 0 if ok else 1
+    return OK if ok else REFUSED
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())

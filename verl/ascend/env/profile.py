@@ -1,16 +1,20 @@
 """Resolve the NPU runtime-environment profile of a job, check its conflicts, deliver it.
 
-The table lives in ``env_profile.yaml`` (next to this file): for each variable, the roles
-that need it, the values it accepts, and an ordered ``choose`` list of (condition on the
-config, value, reason). This module only evaluates that table:
+The evaluator, top of the package's one-way layering: ``table`` (the table ``profile.yaml``,
+its conditions and result types) <- ``stack`` (the target release's surface) <- ``vllm_switches``
+(the vLLM / vllm-ascend half) <- this module <- ``rules`` (the checks) and the commands:
 
-- :func:`resolve_env_profile` -> :class:`EnvProfile` (raises :class:`EnvConflictError` on the
-  first violated rule); :func:`find_conflicts` returns them all;
+- :func:`evaluate_env_profile` -> (:class:`EnvProfile`, every violated rule), once per config
+  state and environment (:func:`evaluate_env_profile` keeps the last few results: the dry run,
+  the checks and the launch ask for the same profile several times);
+- :func:`resolve_env_profile` raises :class:`EnvConflictError` on the first violated rule;
+  :func:`find_conflicts` returns them all;
 - :func:`apply_to_config` resolves and writes the result into the config so that it reaches
   every process: the ``train`` role into ``ray_kwargs.ray_init.runtime_env.env_vars`` (the
   job's runtime_env, inherited by every Ray actor), and the whole profile as JSON in
-  ``VERL_ASCEND_ENV_PROFILE``, from which the Ascend platform's ``rollout_env_vars()`` serves
-  the ``rollout`` role to every rollout server actor and thus to the vLLM processes it spawns.
+  ``VERL_ASCEND_ENV_PROFILE`` (:mod:`verl.ascend.env.wire`), from which the Ascend platform's
+  ``rollout_env_vars()`` serves the ``rollout`` role to every rollout server actor and thus to
+  the vLLM processes it spawns.
 
 Precedence: ``ascend.env.overrides.VAR`` > ``ray_kwargs.ray_init.runtime_env.env_vars.VAR`` >
 the launching shell's ``VAR`` > the table. An explicit value wins unless it breaks a
@@ -19,174 +23,67 @@ conflict rule, which is an error naming both switches and the rule.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import functools
 import json
 import os
 import platform
 import re
-import shlex
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
+from verl.ascend.env import vllm_switches
+from verl.ascend.env.table import (
+    ADDITIONAL_CONFIG_KEY,
+    RAY_ENV_KEY,
+    ROLES,
+    TABLE_PATH,
+    EnvConflictError,
+    EnvProfile,
+    EnvSetting,
+    holds,
+    load_table,
+    render,
+    select,
+    table_variables,
+)
+from verl.ascend.env.wire import PROFILE_ENV, is_arm_cpu
 from verl.ascend.ops.switches import FusedOpSwitches
 from verl_ascend.envs import parse_bool
 
-TABLE_PATH = Path(__file__).with_name("env_profile.yaml")
-DEFAULTS_PATH = Path(__file__).parent / "config" / "ascend.yaml"
-PROFILE_ENV = "VERL_ASCEND_ENV_PROFILE"
-ROLES = ("train", "rollout")
+DEFAULTS_PATH = Path(__file__).parents[1] / "config" / "ascend.yaml"
 KNOBS = ("mc2", "aiv")
 HOST_CPUS = ("auto", "aarch64", "x86_64")
-ADDITIONAL_CONFIG_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config"
 # ascend.env keys that existed once: the error says why they are gone instead of "unknown key".
 REMOVED_KNOBS = {
     "vllm_v1": "VLLM_USE_V1 does not exist in vLLM 0.23 (V1 is its only engine; verl passes enable_chunked_prefill)"
 }
-RAY_ENV_KEY = "ray_kwargs.ray_init.runtime_env.env_vars"
 
 __all__ = [
+    "ADDITIONAL_CONFIG_KEY",
+    "PROFILE_ENV",
+    "RAY_ENV_KEY",
+    "ROLES",
+    "TABLE_PATH",
     "EnvConflictError",
     "EnvProfile",
     "EnvSetting",
     "apply_to_config",
     "ascend_settings",
     "evaluate_env_profile",
+    "evaluated_once",
     "find_conflicts",
+    "holds",
+    "is_arm_cpu",
+    "load_table",
     "resolve_env_profile",
-    "rollout_env_from_environ",
+    "table_variables",
 ]
-
-
-class EnvConflictError(ValueError):
-    """A violated rule of the env profile: a conflict between switches, or a value not accepted.
-
-    ``rule`` is a short stable id (``device_npu_platform_mismatch``, ``switch_unavailable``,
-    ``invalid_value``); ``keys`` are the switches involved (env var names and/or config keys).
-    """
-
-    def __init__(self, rule: str, keys: tuple[str, ...] | list[str], message: str):
-        self.rule = rule
-        self.keys = tuple(keys)
-        super().__init__(f"[{rule}] {' + '.join(self.keys)}: {message}")
-
-
-@dataclass(frozen=True)
-class EnvSetting:
-    """One resolved variable for one role, and why it has that value."""
-
-    name: str
-    value: str
-    role: str
-    reason: str
-    source: str  # table | override | ray_kwargs | environ | <VAR> (rollout override)
-
-
-@dataclass
-class EnvProfile:
-    """The resolved profile: per role (``train``, ``rollout``) the variables set and why.
-
-    - ``settings[role][VAR]`` -> :class:`EnvSetting` (only variables that are set);
-    - :meth:`env` / :meth:`effective`: plain ``{VAR: value}`` of a role (``effective`` adds
-      what a rollout process inherits from the job-wide train values);
-    - :meth:`reason`; :meth:`lines` (the CLI's output); ``warnings`` (not errors);
-    - :meth:`job_env_vars` / :meth:`rollout_env_vars`: what is delivered where.
-    """
-
-    settings: dict[str, dict[str, EnvSetting]] = field(default_factory=lambda: {r: {} for r in ROLES})
-    warnings: list[str] = field(default_factory=list)
-    # vllm-ascend additional_config key -> setting (role "rollout"; value JSON-encoded); delivered
-    # through actor_rollout_ref.rollout.engine_kwargs.vllm.additional_config, not the environment.
-    additional_config: dict[str, EnvSetting] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # decisions worth a line, never a problem
-    stack: dict[str, Any] = field(default_factory=dict)  # package -> verl.ascend.stack.Surface
-    host_cpu: str = ""  # the NPU hosts' CPU the profile was resolved for (ascend.env.host_cpu)
-
-    def additional_config_values(self) -> dict[str, Any]:
-        return {k: json.loads(s.value) for k, s in self.additional_config.items()}
-
-    def env(self, role: str) -> dict[str, str]:
-        return {k: s.value for k, s in self.settings[role].items()}
-
-    def effective(self, role: str) -> dict[str, str]:
-        if role == "rollout":
-            return {**self.env("train"), **self.env("rollout")}
-        return self.env(role)
-
-    def reason(self, name: str, role: str = "train") -> str | None:
-        setting = self.settings[role].get(name)
-        return setting.reason if setting else None
-
-    def job_env_vars(self) -> dict[str, str]:
-        """The ``train`` role: goes into the job's Ray runtime_env (every actor)."""
-        return self.env("train")
-
-    def rollout_env_vars(self) -> dict[str, str]:
-        """The ``rollout`` role: goes into each rollout server actor's runtime_env."""
-        return self.env("rollout")
-
-    def to_json(self, applied: list[str] | None = None) -> str:
-        data = {"version": 1, **{role: self.env(role) for role in ROLES}}
-        if self.host_cpu:
-            data["host_cpu"] = self.host_cpu
-        if applied is not None:
-            data["applied"] = sorted(applied)
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "settings": {role: {k: asdict(s) for k, s in self.settings[role].items()} for role in ROLES},
-            "warnings": list(self.warnings),
-            "host_cpu": self.host_cpu,
-        }
-
-    def lines(self) -> list[str]:
-        """``VAR=value  # [roles] reason``: one line per variable, two if the roles differ."""
-        out = []
-        names = list(dict.fromkeys([*self.settings["train"], *self.settings["rollout"]]))
-        order = {v["name"]: i for i, v in enumerate(load_table()["variables"])}
-        names.sort(key=lambda n: order.get(n, len(order)))
-        for name in names:
-            per_role = {role: self.settings[role][name] for role in ROLES if name in self.settings[role]}
-            values = {s.value for s in per_role.values()}
-            reasons = {s.reason for s in per_role.values()}
-            if len(values) == 1 and len(reasons) == 1:
-                setting = next(iter(per_role.values()))
-                out.append(f"{name}={shlex.quote(setting.value)}  # [{', '.join(per_role)}] {setting.reason}")
-            else:
-                for role, setting in per_role.items():
-                    out.append(f"{name}={shlex.quote(setting.value)}  # [{role}] {setting.reason}")
-        for key, setting in self.additional_config.items():
-            out.append(f"# additional_config.{key}={setting.value}  # [rollout engine argument] {setting.reason}")
-        out += [f"# note: {note}" for note in self.notes]
-        return out
-
-
-# --------------------------------------------------------------------------------------------
-# The table and the `ascend:` section
-
-
-@functools.cache
-def load_table() -> dict:
-    """Parse and sanity-check ``env_profile.yaml`` (once per process)."""
-    with open(TABLE_PATH) as f:
-        table = yaml.safe_load(f)
-    names = [v["name"] for v in table["variables"]]
-    if len(names) != len(set(names)):
-        raise ValueError(f"{TABLE_PATH}: duplicate variable names")
-    for var in table["variables"]:
-        bad = set(var["roles"]) - set(ROLES)
-        if bad:
-            raise ValueError(f"{TABLE_PATH}: {var['name']}: unknown role(s) {sorted(bad)}; roles are {ROLES}")
-    return table
-
-
-def table_variables() -> dict[str, dict]:
-    return {v["name"]: v for v in load_table()["variables"]}
 
 
 @functools.cache
@@ -270,36 +167,15 @@ def _host_cpu(raw: Any, errors: list[EnvConflictError]) -> tuple[str, str]:
     return here, "ascend.env.host_cpu invalid, platform.machine() used"
 
 
-def is_arm_cpu(arch: str) -> bool:
-    """vllm-ascend's own test (``vllm_ascend/cpu_binding.py`` ``is_arm_cpu``): unknown counts as not ARM."""
-    arch = arch.lower()
-    return arch in {"aarch64", "arm64"} or arch.startswith("arm")
-
-
-# --------------------------------------------------------------------------------------------
-# Facts and conditions
-
-
-def _select(config, key: str, default=None):
-    if isinstance(config, DictConfig):
-        return OmegaConf.select(config, key, default=default, throw_on_missing=False)
-    node = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return default
-        node = node[part]
-    return node
-
-
 def config_facts(config, settings: dict) -> dict[str, Any]:
-    enforce_eager = _select(config, "actor_rollout_ref.rollout.enforce_eager", False)
-    tp = _select(config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
+    enforce_eager = select(config, "actor_rollout_ref.rollout.enforce_eager", False)
+    tp = select(config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
     facts = {
-        "trainer.device": _select(config, "trainer.device"),
-        "rollout.engine": _select(config, "actor_rollout_ref.rollout.name"),
+        "trainer.device": select(config, "trainer.device"),
+        "rollout.engine": select(config, "actor_rollout_ref.rollout.name"),
         "rollout.graph_mode": not bool(enforce_eager),
         "rollout.tp": int(tp) if tp is not None else 1,
-        "rollout.chunked_prefill": bool(_select(config, "actor_rollout_ref.rollout.enable_chunked_prefill", False)),
+        "rollout.chunked_prefill": bool(select(config, "actor_rollout_ref.rollout.enable_chunked_prefill", False)),
         "mc2": False,
     }
     switches: FusedOpSwitches = settings["fused_ops"]
@@ -323,42 +199,6 @@ def _cpu_binding_fact(facts: dict, profile: EnvProfile) -> None:
     enabled = True if explicit is None else bool(json.loads(explicit.value))  # vllm-ascend tests truthiness
     vllm = facts["rollout.engine"] in ("vllm", None)  # None: no engine named yet (upstream's default is ???)
     facts["rollout.vllm_ascend_binds_cpus"] = vllm and facts["host.arm"] and enabled
-
-
-def _render(text: str, facts: Mapping[str, Any]) -> str:
-    """A table reason with ``{fact}`` placeholders filled in (unknown names stay as written)."""
-    return re.sub(r"\{([a-z_.]+)\}", lambda m: str(facts[m[1]]) if m[1] in facts else m[0], text)
-
-
-def _equal(actual, expected) -> bool:
-    if isinstance(actual, str) and isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        return actual == str(expected)
-    return actual == expected
-
-
-def holds(condition: Mapping | None, facts: Mapping[str, Any]) -> bool:
-    """Whether every ``fact: expectation`` of a table condition holds."""
-    for key, expected in (condition or {}).items():
-        actual = facts.get(key)
-        if isinstance(expected, Mapping):
-            ((op, arg),) = expected.items()
-            if op == "in":
-                ok = any(_equal(actual, a) for a in arg)
-            elif op == "not_in":
-                ok = not any(_equal(actual, a) for a in arg)
-            elif op == "ne":
-                ok = actual is not None and not _equal(actual, arg)
-            elif op == "gt":
-                ok = actual is not None and actual > arg
-            elif op == "lt":
-                ok = actual is not None and actual < arg
-            else:
-                raise ValueError(f"{TABLE_PATH}: unknown condition operator {op!r} for {key}")
-        else:
-            ok = _equal(actual, expected)
-        if not ok:
-            return False
-    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -417,7 +257,7 @@ def _explicit_values(config, environ: Mapping[str, str], settings: dict) -> dict
     for name in known:
         if name in environ and str(environ[name]) != "":
             found[name] = (environ[name], "environ", "environment", False)
-    ray_env = _select(config, RAY_ENV_KEY)
+    ray_env = select(config, RAY_ENV_KEY)
     if ray_env is not None:
         ray_env = OmegaConf.to_container(ray_env, resolve=True) if isinstance(ray_env, DictConfig) else dict(ray_env)
         applied = _applied_keys(ray_env)  # written by an earlier apply_to_config: ours, not the user's
@@ -453,7 +293,7 @@ def _choose(var: dict, facts: Mapping[str, Any]) -> tuple[dict[str, str], dict[s
             else {role: str(value) for role in var["roles"]}
         )
         reason = entry["reason"]
-        reasons = {role: _render(reason[role] if isinstance(reason, Mapping) else reason, facts) for role in per_role}
+        reasons = {role: render(reason[role] if isinstance(reason, Mapping) else reason, facts) for role in per_role}
         return per_role, reasons
     return None
 
@@ -470,11 +310,65 @@ def _conflict_message(item: dict, profile: EnvProfile) -> str:
     return item["rule"] + suffix
 
 
-def evaluate_env_profile(config, environ: Mapping[str, str] | None = None) -> tuple[EnvProfile, list[EnvConflictError]]:
-    """The profile and every violated rule, without raising (used by the CLI)."""
-    from verl.ascend import vllm_switches
+# Every config key the evaluation reads (a test proves the list against the code): the cache key of
+# evaluated_once() is their values, not the whole config, which takes as long to resolve as an evaluation.
+READS = (
+    "ascend",
+    "trainer.device",
+    "actor_rollout_ref.rollout.name",
+    "actor_rollout_ref.rollout.enforce_eager",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "actor_rollout_ref.rollout.enable_chunked_prefill",
+    ADDITIONAL_CONFIG_KEY,
+    RAY_ENV_KEY,
+)
+# Inside evaluated_once(): (config state, environment) -> (profile, errors). None outside: no caching.
+_memo: dict | None = None
 
+
+@contextlib.contextmanager
+def evaluated_once() -> Iterator[None]:
+    """Within this block the profile is evaluated once per config state and environment.
+
+    Why: the dry run asks for it three times (effective settings, the env section, the checks' rule)
+    on one config. The key is the values the evaluation reads, not the object, so a config changed
+    in between (``apply_to_config`` writes into it) is evaluated again; outside the block nothing
+    is kept, so no later caller (a test patching the table, a second job) sees a stale profile.
+    """
+    global _memo
+    outer, _memo = _memo, ({} if _memo is None else _memo)
+    try:
+        yield
+    finally:
+        _memo = outer
+
+
+def _state(config, environ: Mapping[str, str]) -> tuple[str, tuple] | None:
+    """What an evaluation depends on (the values of :data:`READS` and the environment), hashable.
+
+    None when those values cannot be resolved: then nothing is cached and the evaluation says what is wrong.
+    """
+    try:
+        values = [select(config, key) for key in READS]
+        values = [OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v for v in values]
+        return json.dumps(values, sort_keys=True, default=repr), tuple(sorted((str(k), str(v)) for k, v in environ.items()))
+    except Exception:  # noqa: BLE001 -- an unresolvable interpolation is the evaluation's to report
+        return None
+
+
+def evaluate_env_profile(config, environ: Mapping[str, str] | None = None) -> tuple[EnvProfile, list[EnvConflictError]]:
+    """The profile and every violated rule, without raising (once per config state in :func:`evaluated_once`)."""
     environ = os.environ if environ is None else environ
+    key = _state(config, environ) if _memo is not None else None
+    if key is not None and key in _memo:
+        return copy.deepcopy(_memo[key])
+    result = _evaluate(config, environ)
+    if key is not None:
+        _memo[key] = copy.deepcopy(result)
+    return result
+
+
+def _evaluate(config, environ: Mapping[str, str]) -> tuple[EnvProfile, list[EnvConflictError]]:
     errors: list[EnvConflictError] = []
     settings = ascend_settings(config, errors)
     facts = config_facts(config, settings)
@@ -547,9 +441,9 @@ def apply_to_config(config: DictConfig, environ: Mapping[str, str] | None = None
     """
     profile = resolve_env_profile(config, environ)
     with open_dict(config):
-        if _select(config, "ray_kwargs.ray_init.runtime_env") is None:
+        if select(config, "ray_kwargs.ray_init.runtime_env") is None:
             OmegaConf.update(config, "ray_kwargs.ray_init.runtime_env", {}, force_add=True)
-        if _select(config, RAY_ENV_KEY) is None:
+        if select(config, RAY_ENV_KEY) is None:
             OmegaConf.update(config, RAY_ENV_KEY, {}, force_add=True)
         env_vars = OmegaConf.select(config, RAY_ENV_KEY)
         previous = _applied_keys(env_vars)
@@ -573,7 +467,7 @@ def _apply_additional_config(config: DictConfig, profile: EnvProfile) -> None:
     chosen = {k: json.loads(s.value) for k, s in profile.additional_config.items() if s.source == "table"}
     if not chosen:
         return
-    current = _select(config, ADDITIONAL_CONFIG_KEY)
+    current = select(config, ADDITIONAL_CONFIG_KEY)
     if isinstance(current, str):  # a JSON string: keep the user's form, merge into it
         merged = {**chosen, **(json.loads(current) if current.strip() else {})}
         OmegaConf.update(config, ADDITIONAL_CONFIG_KEY, json.dumps(merged), force_add=True)
@@ -581,25 +475,3 @@ def _apply_additional_config(config: DictConfig, profile: EnvProfile) -> None:
     for key, value in chosen.items():
         if current is None or key not in current:
             OmegaConf.update(config, f"{ADDITIONAL_CONFIG_KEY}.{key}", value, force_add=True)
-
-
-def profile_from_environ(environ: Mapping[str, str] | None = None) -> dict | None:
-    """The profile JSON this process received (``None`` when no profile was applied)."""
-    raw = (os.environ if environ is None else environ).get(PROFILE_ENV)
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ValueError(
-            f"{PROFILE_ENV} is not valid JSON ({e}); it is written by verl.ascend.env_profile.apply_to_config"
-        ) from e
-    if not isinstance(data, dict) or data.get("version") != 1:
-        raise ValueError(f"{PROFILE_ENV}: unsupported profile format {str(data)[:80]!r}; expected version 1")
-    return data
-
-
-def rollout_env_from_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The ``rollout`` role of the profile this process received ({} without a profile)."""
-    data = profile_from_environ(environ)
-    return dict(data.get("rollout", {})) if data else {}

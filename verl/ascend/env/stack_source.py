@@ -1,7 +1,7 @@
 """Read a vLLM / vllm-ascend release's switch surface from its source files, without importing it.
 
 Shared by ``scripts/ascend_stack_snapshot.py`` (released source archives -> committed snapshots)
-and :mod:`verl.ascend.stack` (the installed package's source, on an Ascend host), so the snapshot
+and :mod:`verl.ascend.env.stack` (the installed package's source, on an Ascend host), so the snapshot
 and the live check read the same things the same way:
 
 - ``env_vars``: keys of vLLM's ``environment_variables`` / vllm-ascend's ``env_variables`` table;

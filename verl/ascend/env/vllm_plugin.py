@@ -19,7 +19,7 @@ value is read where vLLM consumes it, not where the profile set it.
 
 There used to be an import-order hook here that imported the worker patches itself, for
 vllm-ascend 0.10.0rc1-0.11.x (worker patches rebinding names at import). Every supported release
-(0.23.0 and later, see ``verl/ascend/stack_snapshots/``) chooses mc2 when the layer is built
+(0.23.0 and later, see ``verl/ascend/env/snapshots/``) chooses mc2 when the layer is built
 (vllm-ascend PR #2167, v0.10.2rc1) and looks kernels up at call time (PR #4354, v0.12.0rc1), and
 imports its worker patches in ``NPUWorker.__init__`` before the model loads, so the hook acted on
 no supported version and was removed.
@@ -35,7 +35,7 @@ import os
 import platform
 import sys
 
-logger = logging.getLogger("verl.ascend.vllm_plugin")
+logger = logging.getLogger("verl.ascend.env.vllm_plugin")
 
 WORKER_PATCH_MODULE = "vllm_ascend.patch.worker"
 WORKER_MODULE = "vllm_ascend.worker.worker"  # NPUWorker: present in worker processes only
@@ -63,7 +63,7 @@ def check_env_arrival(environ=None) -> dict[str, list[str]]:
     Missing ``VLLM_ASCEND_*`` variables (read lazily by vllm-ascend) are filled in. Returns
     ``{"present": [...], "missing": [...], "different": [...], "filled": [...]}``.
     """
-    from verl.ascend.env_profile import PROFILE_ENV, rollout_env_from_environ
+    from verl.ascend.env.wire import PROFILE_ENV, rollout_env_from_environ
 
     env = os.environ if environ is None else environ
     if not env.get(PROFILE_ENV):
@@ -96,7 +96,7 @@ def check_host_cpu(environ=None, machine: str | None = None) -> bool:
     vllm-ascend binds its workers itself on ARM only, so the rollout ``CPU_AFFINITY_CONF`` the driver
     chose (``ascend.env.host_cpu``) is wrong here when the two differ.
     """
-    from verl.ascend.env_profile import is_arm_cpu, profile_from_environ
+    from verl.ascend.env.wire import is_arm_cpu, profile_from_environ
 
     data = profile_from_environ(os.environ if environ is None else environ) or {}
     expected, here = data.get("host_cpu"), (machine or platform.machine()).lower()
@@ -156,7 +156,7 @@ def remove_observer() -> None:
 
 def write_arrival_report(directory: str, environ=None) -> dict:
     """Run the arrival check here and write ``directory/<pid>.json``: what this process received."""
-    from verl.ascend.env_profile import PROFILE_ENV, rollout_env_from_environ
+    from verl.ascend.env.wire import PROFILE_ENV, rollout_env_from_environ
 
     env = os.environ if environ is None else environ
     names = sorted(rollout_env_from_environ(env)) + [PROFILE_ENV]

@@ -2,7 +2,7 @@
 
 Why: vLLM and vllm-ascend only log a line for a variable or ``additional_config`` key they do not
 read, so a switch meant for them can do nothing without anyone noticing. Here every such switch
-is resolved against the *target* release's surface (:mod:`verl.ascend.stack`):
+is resolved against the *target* release's surface (:mod:`verl.ascend.env.stack`):
 
 - the table's ``additional_config`` entries (mc2 = ``enable_matmul_allreduce``) are emitted only
   where the target vllm-ascend reads the key; an explicit request for one it does not read
@@ -28,15 +28,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl.ascend import stack
-from verl.ascend.env_profile import (
+from verl.ascend.env import stack
+from verl.ascend.env.table import (
     ADDITIONAL_CONFIG_KEY,
     RAY_ENV_KEY,
     EnvConflictError,
     EnvProfile,
     EnvSetting,
-    _select,
     holds,
+    select,
     load_table,
     table_variables,
 )
@@ -48,7 +48,7 @@ STACK_KEYS = {"vllm": "ascend.stack.vllm", "vllm-ascend": "ascend.stack.vllm_asc
 
 def user_additional_config(config) -> dict[str, Any]:
     """The user's ``engine_kwargs.vllm.additional_config`` (a mapping or a JSON string; {} if unset)."""
-    raw = _select(config, ADDITIONAL_CONFIG_KEY)
+    raw = select(config, ADDITIONAL_CONFIG_KEY)
     if raw is None:
         return {}
     if isinstance(raw, DictConfig):
@@ -79,7 +79,7 @@ def _pin_conflicts(found: stack.Surface, profile: EnvProfile) -> None:
     A warning, not a refusal: a declared target is a plan checked on a machine that does not have
     it, the conflict is between two packages' requirements (no key of this job fixes it), and the
     route findings for that release are what the declaration is for; pip refuses the install itself,
-    and ``python -m verl.ascend.stack`` the host.
+    and ``python -m verl.ascend.env.stack_gate`` the host.
     """
     verl = stack.requirements_of("verl")
     if verl is None or found.package != "vllm-ascend":
@@ -192,7 +192,7 @@ def _explicit_vllm_env(config, environ: Mapping[str, str], settings: dict) -> di
     for name, value in environ.items():
         if name.startswith("VLLM_") and name not in table:
             found[name] = (str(value), "environment", False)
-    ray_env = _select(config, RAY_ENV_KEY)
+    ray_env = select(config, RAY_ENV_KEY)
     ray_env = OmegaConf.to_container(ray_env, resolve=True) if isinstance(ray_env, DictConfig) else dict(ray_env or {})
     for name, value in ray_env.items():
         if name.startswith("VLLM_") and name not in table:
