@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.recipe.helpers import REPO
+from verl_ascend.checks import exits
 
 CONFIG_DIR = REPO / "recipe" / "dapo_ascend" / "config"
 # Primary configs name Hydra's searchpath; the others (dapo_base, tiny_cpu) are only building blocks.
@@ -24,7 +25,7 @@ def test_doctor_strict_accepts_the_shipped_config(name, capsys, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     code = doctor.main(["--strict", "--config-name", name])
     out = capsys.readouterr()
-    assert code == doctor.EXIT_OK, out.out[-3000:] + out.err[-3000:]
+    assert code == exits.OK, out.out[-3000:] + out.err[-3000:]
     assert "doctor verdict: OK" in out.out and "0 warning(s)" in out.out
 
 
@@ -33,7 +34,7 @@ def test_doctor_strict_still_refuses_a_key_only_another_engine_reads(capsys):
     from recipe.dapo_ascend import doctor
 
     code = doctor.main(["--strict", "--config-name", "dapo_tiny_cpu", "actor_rollout_ref.rollout.enforce_eager=true"])
-    assert code == doctor.EXIT_REFUSED
+    assert code == exits.REFUSED
     assert "key_read_by_other_engine: actor_rollout_ref.rollout.enforce_eager=True" in capsys.readouterr().out
 
 

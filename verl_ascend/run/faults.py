@@ -39,6 +39,13 @@ TORCH_WRITER = ("inline_container.cc", "PytorchStreamWriter", "iostream error", 
 MEMORY_MONITOR = ("running low on memory", "NODE_OUT_OF_MEMORY", "memory usage threshold", "OOM kill reason")
 BATCH_KEYS = "data.train_batch_size, actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu, actor_rollout_ref.rollout.max_num_seqs"
 
+RESUME_ADVICE = "run the same command again to resume from the last complete checkpoint."
+
+
+class RolloutFailure(RuntimeError):
+    """Base of the rollout watchdog's errors (:mod:`verl_ascend.run.watchdog`); here, so this module names them without importing it."""
+
+
 
 @dataclass(frozen=True)
 class RunSite:
@@ -81,7 +88,6 @@ def unnamed_failure(exc: BaseException, site: RunSite) -> str:
 
 def what_happened(exc: BaseException, site: RunSite) -> Optional[str]:
     """The fault behind ``exc`` in one sentence naming the resource, file or process."""
-    from verl_ascend.run.watchdog import RESUME_ADVICE, RolloutFailure
 
     causes = list(chain(exc))
     rules = (

@@ -76,7 +76,7 @@ def stop_run(
 
 
 def died_message(driver: int, killed: int, seconds: float, checkpoints: str, command: str) -> str:
-    from verl_ascend.run.lifetime import kept
+    from verl_ascend.run.checkpoints import kept
 
     return (
         f"[verl-ascend] the driver (PID {driver}) ended without stopping its run: its {killed} Ray processes were "

@@ -25,6 +25,7 @@ import sys
 import threading
 from typing import Callable, Optional
 
+from verl_ascend.run.checkpoints import kept
 from verl_ascend.run.guardian import CLEAN_EXIT, TOKEN_ENV
 
 GUARDIAN_WAIT_S = 60  # a clean end waits this long for the guardian to confirm nothing of the run is left
@@ -44,16 +45,6 @@ class RunEnded(BaseException):
 def resume_command() -> str:
     """The command line this driver was started with (rerunning it resumes)."""
     return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
-
-
-def kept(checkpoints: str) -> str:
-    """The newest checkpoint under ``checkpoints`` with its completion marker and files (checksums: at resume)."""
-    from verl_ascend.run.checkpoints import step_dirs, verify_marked
-
-    for step, path in sorted(step_dirs(checkpoints).items(), reverse=True):
-        if verify_marked(path, step) is None:
-            return f"checkpoint global_step_{step} ({path}), the last complete one; the resume continues after step {step}"
-    return f"no complete checkpoint under {checkpoints}; the rerun starts from step 1"
 
 
 class Guardian:

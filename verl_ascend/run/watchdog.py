@@ -43,18 +43,13 @@ import signal
 import time
 from typing import Any, Optional
 
-from verl_ascend.run.faults import actor_death, first_line
+from verl_ascend.run.faults import RESUME_ADVICE, RolloutFailure, actor_death, first_line
 
 logger = logging.getLogger(__name__)
 
 # A server that answered a ping is pinged again this much later at the earliest (the replay
 # buffer may poll every 0.2 s; a 128-card job has dozens of servers).
 PING_INTERVAL_S = 5.0
-RESUME_ADVICE = "run the same command again to resume from the last complete checkpoint."
-
-
-class RolloutFailure(RuntimeError):
-    """Base of the watchdog's errors."""
 
 
 class RolloutServerDiedError(RolloutFailure):
