@@ -306,7 +306,7 @@ def second_run(lab: Lab) -> list[Check]:
     return [check_exit(second, 2), check_exit(done, 0),
             Check("first_kept_running", first_alive, "the first run was still training when the second was refused")]
 
-KEPT = re.compile(r"Kept: checkpoint global_step_(\d+) ")
+KEPT = re.compile(r"Kept: \S+/global_step_(\d+) \(step \d+, the last complete checkpoint\)")
 CLEAN_TAIL = ("Traceback", "Aborted", "core dumped")
 
 
@@ -337,7 +337,7 @@ def driver_kill9(lab: Lab) -> list[Check]:
         os.kill(run.proc.pid, signal.SIGKILL)  # the driver only, not its tree
         since = time.monotonic()
         killed = lab.finish(run, "killed", expect=[r"the driver \(PID \d+\) .*ended without stopping its run",
-                                                   KEPT.pattern, r"rerun the same command: .*main_dapo"])
+                                                   KEPT.pattern, RERUN + r": .*main_dapo"])
     finally:
         if run.alive():
             run.kill_tree()
@@ -360,7 +360,7 @@ def _driver_signal(sig: signal.Signals):
             os.kill(run.proc.pid, sig)
             stopped = lab.finish(run, "stopped", expect=[
                 rf"^\[verl-ascend\] stopped by {sig.name}: the run stopped at once", KEPT.pattern,
-                r"rerun the same command: .*main_dapo"], timeout=300)
+                RERUN + r": .*main_dapo"], timeout=300)
         finally:
             if run.alive():
                 run.kill_tree()

@@ -76,12 +76,11 @@ def stop_run(
 
 
 def died_message(driver: int, killed: int, seconds: float, checkpoints: str, command: str) -> str:
-    from verl_ascend.run.lifetime import kept
+    from verl_ascend.run.lifetime import kept_and_resume
 
     return (
         f"[verl-ascend] the driver (PID {driver}) ended without stopping its run: its {killed} Ray processes were "
-        f"killed within {seconds:.1f} s and the run folder is free. Kept: {kept(checkpoints)}. To resume, rerun the "
-        f"same command: {command}"
+        f"killed within {seconds:.1f} s and the run folder is free. {kept_and_resume(checkpoints, command)}"
     )
 
 

@@ -46,14 +46,12 @@ def resume_command() -> str:
     return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
 
 
-def kept(checkpoints: str) -> str:
-    """The newest checkpoint under ``checkpoints`` with its completion marker and files (checksums: at resume)."""
-    from verl_ascend.run.checkpoints import step_dirs, verify_marked
+def kept_and_resume(checkpoints: str, command: str) -> str:
+    """What a stopped run kept and how to resume it: ``faults.kept_and_resume``'s text (one wording for every end)."""
+    from verl_ascend.run.faults import RunSite
+    from verl_ascend.run.faults import kept_and_resume as text
 
-    for step, path in sorted(step_dirs(checkpoints).items(), reverse=True):
-        if verify_marked(path, step) is None:
-            return f"checkpoint global_step_{step} ({path}), the last complete one; the resume continues after step {step}"
-    return f"no complete checkpoint under {checkpoints}; the rerun starts from step 1"
+    return text(RunSite(checkpoints, "", command=command), cause=False)
 
 
 class Guardian:
@@ -143,7 +141,7 @@ def stopped(checkpoints: str) -> RunEnded:
     name = signal.Signals(signum).name
     return RunEnded(
         f"[verl-ascend] stopped by {name}: the run stopped at once (the step in flight is abandoned) and its Ray "
-        f"processes are gone. Kept: {kept(checkpoints)}. To resume, rerun the same command: {resume_command()}",
+        f"processes are gone. {kept_and_resume(checkpoints, resume_command())}",
         128 + int(signum),
     )
 
