@@ -20,14 +20,16 @@ the fault, restarts the way a user would, and then checks the invariants of issu
 
 Progress is printed per fault, then a summary table; the full record (every start's exit status, last
 line and log path, every check with its detail, seconds per fault) goes to a JSON file. Exit status 0
-when every fault that ran passed. Faults of work not merged yet are listed as ``pending`` (one entry each:
-an ``inject`` function is all a new fault needs). Heavy: run it alone (``flock /tmp/verl-heavy.lock``
+when every fault that ran passed; a fault that cannot be injected on this machine (no tmpfs mount, no
+vLLM) is ``skipped`` with its reason. A new fault is one entry: an ``inject`` function. Heavy: run it alone (``flock /tmp/verl-heavy.lock``
 on a shared machine); a fault takes a few minutes on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -44,17 +46,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.recipe.fault_helpers import RecipeRun, read_json, read_jsonl, recipe_env, session_processes  # noqa: E402
+from tests.recipe.fault_helpers import (  # noqa: E402
+    SMALL_STEPS, RecipeRun, alive, fill, last_line, lock_free, process_titled, read_json, read_jsonl, recipe_env,
+    size_limited_tmpfs, snapshot, vllm_env,
+)
 
 STEPS = 3
-OVERRIDES = [
-    f"trainer.total_training_steps={STEPS}",
-    "trainer.save_freq=1",
-    "data.train_batch_size=4",
-    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
-]
+OVERRIDES = [f"trainer.total_training_steps={STEPS}", *SMALL_STEPS]
 START_TIMEOUT = 900  # Ray's start-up and a step on a loaded 2-core machine
 ORPHAN_GRACE_S = 30
 EXPERIMENT = "dapo_tiny_cpu"
@@ -88,6 +86,7 @@ class Lab:
         self.starts: list[Start] = []
         self.finished = False  # the last start trained to the last step
         self.facts: dict = {}  # what the fault observed, for the record
+        self.cleanup = contextlib.ExitStack()  # closed after the invariants (a mount they still read)
 
     def launch(self, name: str, *extra: str, overrides=None) -> RecipeRun:
         return RecipeRun([*(overrides or OVERRIDES), *extra], self.env, self.out / f"{name}.log")
@@ -114,8 +113,8 @@ class Lab:
 
     def _record(self, run: RecipeRun, name: str, rc, killed: bool, expect=()) -> Start:
         deadline = time.monotonic() + ORPHAN_GRACE_S
-        while (left := [p for p in session_processes(run.sid) if p.pid != os.getpid()]) and time.monotonic() < deadline:
-            time.sleep(1)
+        while (left := alive(run.sid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
         survivors = []
         for proc in left:
             try:
@@ -123,8 +122,7 @@ class Lab:
             except Exception:  # noqa: BLE001 -- gone meanwhile
                 continue
         run.kill_tree()  # clean up whatever survived (counted above)
-        lines = [x for x in run.output().splitlines() if x.strip()]
-        start = Start(name, str(run.log_path), rc, killed, lines[-1] if lines else "", survivors, list(expect))
+        start = Start(name, str(run.log_path), rc, killed, last_line(run.output()), survivors, list(expect))
         self.starts.append(start)
         return start
 
@@ -301,6 +299,144 @@ def second_run(lab: Lab) -> list[Check]:
     return [check_exit(second, 2), check_exit(done, 0),
             Check("first_kept_running", first_alive, "the first run was still training when the second was refused")]
 
+KEPT = re.compile(r"Kept: \S+/global_step_(\d+) \(step \d+, the last complete checkpoint\)")
+CLEAN_TAIL = ("Traceback", "Aborted", "core dumped")
+
+
+def _step_marked(lab: Lab, step: int):
+    return lambda: (lab.ckpt / f"global_step_{step}" / MARKER).exists()
+
+
+def _resumes(lab: Lab, start: Start, kept: int, name: str = "resumed") -> list[Check]:
+    """The same command again: it resumes after the ``kept`` step and finishes."""
+    final = lab.finish(lab.launch(name), name)
+    lab.finished = final.rc == 0
+    resumed = [r.get("resume_step") for r in read_jsonl(lab.run_dir / "resume.jsonl")]
+    return [check_exit(final, 0), Check(f"resumed_after_step_{kept}", resumed[-1:] == [kept] and kept >= 1,
+                                        f"resume steps per start: {resumed} ({start.name} kept step {kept})")]
+
+
+def _kept_step(start: Start) -> int:
+    found = KEPT.search(start.last_line)
+    return int(found.group(1)) if found else 0
+
+
+def driver_kill9(lab: Lab) -> list[Check]:
+    """kill -9 of the driver alone once step 1 is kept: its guardian takes the whole run down, the lock is
+    free only then, nothing is written after, and the same command resumes after the kept step."""
+    run = lab.launch("killed")
+    try:
+        run.wait_for(_step_marked(lab, 1), START_TIMEOUT)
+        os.kill(run.proc.pid, signal.SIGKILL)  # the driver only, not its tree
+        since = time.monotonic()
+        killed = lab.finish(run, "killed", expect=[r"the driver \(PID \d+\) .*ended without stopping its run",
+                                                   KEPT.pattern, RERUN + r": .*main_dapo"])
+    finally:
+        if run.alive():
+            run.kill_tree()
+    gone_s = round(time.monotonic() - since, 1)  # the driver's death until its session was empty
+    free = [lock_free(lab.run_dir), lock_free(lab.ckpt)]
+    before = snapshot(lab.run_dir, lab.ckpt)
+    time.sleep(3)
+    changed = sorted(set(snapshot(lab.run_dir, lab.ckpt).items()) ^ set(before.items()))
+    lab.facts["gone_after_s"] = gone_s
+    return [Check("lock_takeable", free == [True, True], f"run and checkpoint folder locks free after death: {free}"),
+            Check("nothing_written_after", not changed, f"changed after death: {changed[:5]}"),
+            *_resumes(lab, killed, _kept_step(killed))]
+
+
+def _driver_signal(sig: signal.Signals):
+    def inject(lab: Lab) -> list[Check]:
+        run = lab.launch("stopped")
+        try:
+            run.wait_for(_step_marked(lab, 1), START_TIMEOUT)
+            os.kill(run.proc.pid, sig)
+            stopped = lab.finish(run, "stopped", expect=[
+                rf"^\[verl-ascend\] stopped by {sig.name}: the run stopped at once", KEPT.pattern,
+                RERUN + r": .*main_dapo"], timeout=300)
+        finally:
+            if run.alive():
+                run.kill_tree()
+        tail = Path(stopped.log).read_text(errors="replace")[-4000:]
+        dirty = [bad for bad in CLEAN_TAIL if bad in tail]
+        return [check_exit(stopped, 128 + int(sig)),
+                Check("clean_tail", not dirty, f"the log's last 4000 characters hold {dirty or 'none of'} {list(CLEAN_TAIL)}"),
+                *_resumes(lab, stopped, _kept_step(stopped))]
+
+    inject.__doc__ = f"{sig.name} to the driver once step 1 is kept: exit {128 + int(sig)}, what was kept, how to resume."
+    return inject
+
+
+def disk_full(lab: Lab) -> list[Check]:
+    """The checkpoint folder is a 256 MiB tmpfs, filled once step 1 is kept: step 2's save fails with a
+    last line saying "no space left on device"; freed, the same command quarantines global_step_2, resumes."""
+    cannot = lab.cleanup.enter_context(size_limited_tmpfs(lab.ckpt))
+    if cannot:
+        raise Skip(cannot)
+    own = [*OVERRIDES, f"trainer.default_local_dir={lab.ckpt}"]
+    run = lab.launch("full", overrides=own)
+    try:
+        run.wait_for(_step_marked(lab, 1), START_TIMEOUT)
+        filler = fill(lab.ckpt)
+        full = lab.finish(run, "full", expect=[
+            rf"^\[verl-ascend\] error: no space left on device in {re.escape(str(lab.ckpt))}/global_step_2",
+            r"Kept: .*global_step_1 \(step 1, the last complete checkpoint\)", RERUN])
+    finally:
+        if run.alive():
+            run.kill_tree()
+    filler.unlink()  # the user frees the disk
+    final = lab.finish(lab.launch("freed", overrides=own), "freed")
+    lab.finished = final.rc == 0
+    resumed = [r.get("resume_step") for r in read_jsonl(lab.run_dir / "resume.jsonl")]
+    return [check_exit(full, 1), check_exit(final, 0),
+            Check("half_written_quarantined", (lab.ckpt / "global_step_2.incomplete").is_dir(),
+                  f"quarantined: {sorted(p.name for p in lab.ckpt.glob('*.incomplete'))}"),
+            Check("resumed_after_step_1", resumed == [0, 1], f"resume steps per start: {resumed}")]
+
+
+def engine_core_kill(lab: Lab) -> list[Check]:
+    """kill -9 of vLLM's engine-core process while its server actor lives: the watchdog names the replica
+    and the engine process."""
+    if importlib.util.find_spec("vllm") is None:
+        raise Skip("vLLM is not importable here (make vllm installs its CPU build)")
+    lab.env = vllm_env(lab.env)
+    run = lab.launch("engine_killed", "actor_rollout_ref.rollout.name=vllm", "fault_tolerance.rollout_timeout_s=300")
+    try:
+        run.wait_for(lambda: lab.status().get("phase") == "rollout", START_TIMEOUT + 600)
+        engine = process_titled(run, "VLLM::EngineCore")
+        if engine is None:
+            raise RuntimeError("no VLLM::EngineCore process in the run's session")
+        pid, server = engine.pid, engine.parent().pid
+        engine.send_signal(signal.SIGKILL)
+        stopped = lab.finish(run, "engine_killed", timeout=300, expect=[
+            r"rollout server died during generation: replica 0",
+            re.escape(f"engine process EngineCore (pid {pid}) was killed by SIGKILL; the server actor (pid {server})"),
+            RERUN])
+    finally:
+        if run.alive():
+            run.kill_tree()
+    return [check_exit(stopped, 1)]
+
+
+def worker_oom(lab: Lab) -> list[Check]:
+    """SIGKILL of the training worker while step 2 updates the actor (what the kernel's OOM killer does):
+    the last line names the Ray actor and its pid; the same command resumes after step 1."""
+    run = lab.launch("worker_killed")
+    try:
+        lab.at(run, 2, "update_actor")
+        worker = process_titled(run, "ray::WorkerDict")
+        if worker is None:
+            raise RuntimeError("no ray::WorkerDict process in the run's session")
+        pid = worker.pid
+        worker.send_signal(signal.SIGKILL)
+        stopped = lab.finish(run, "worker_killed", timeout=300, expect=[
+            r"^\[verl-ascend\] error: Ray actor WorkerDict \(name ", rf"WorkerDict_0:0, pid {pid}, node ",
+            r"Kept: .*global_step_1 \(step 1, the last complete checkpoint\)", RERUN])
+    finally:
+        if run.alive():
+            run.kill_tree()
+    return [check_exit(stopped, 1), *_resumes(lab, stopped, 1)]
+
 
 class Skip(Exception):
     """The fault cannot be injected on this machine (the reason is recorded)."""
@@ -310,12 +446,9 @@ class Skip(Exception):
 class Fault:
     name: str
     what: str
-    inject: Optional[Callable[[Lab], list[Check]]] = None
-    pending: str = ""  # the work the fault waits for; empty: ready
+    inject: Callable[[Lab], list[Check]]
 
 
-LIFETIME = "issue 25 item 3 (branch i25-lifetime): enabled by the coordinator after the merge"
-RUNTIME = "issue 25 item 4 (branch i25-rtfaults): enabled by the coordinator after the merge"
 FAULTS = (
     Fault("kill9_tree", "kill -9 of the whole process tree mid-run, then the same command", kill9_tree),
     Fault("metrics_unwritable", "metrics.jsonl made unwritable mid-run (chattr +i), then fixed and rerun",
@@ -323,29 +456,30 @@ FAULTS = (
     Fault("marker_deleted", "a checkpoint's completion marker deleted, then a longer rerun", marker_deleted),
     Fault("data_replaced", "training data replaced between resumes; refused, then new_data_order=true", data_replaced),
     Fault("second_run", "a second run on the same folders while the first runs", second_run),
-    Fault("driver_kill9", "kill -9 of the driver alone: its cluster must stop, the lock held until it has", pending=LIFETIME),
-    Fault("driver_sigterm", "SIGTERM to the driver: clean stop, non-zero exit, how to resume", pending=LIFETIME),
-    Fault("driver_sigint", "SIGINT (Ctrl-C) to the driver: clean stop, non-zero exit, how to resume", pending=LIFETIME),
-    Fault("disk_full", "no space left during a checkpoint save", pending=RUNTIME),
-    Fault("engine_core_kill", "kill -9 of the vLLM engine-core process behind a live server", pending=RUNTIME),
-    Fault("worker_oom", "a training worker SIGKILLed / OOM-killed by Ray", pending=RUNTIME),
+    Fault("driver_kill9", "kill -9 of the driver alone: its cluster must stop, the lock held until it has", driver_kill9),
+    Fault("driver_sigterm", "SIGTERM to the driver: clean stop, non-zero exit, how to resume",
+          _driver_signal(signal.SIGTERM)),
+    Fault("driver_sigint", "SIGINT (Ctrl-C) to the driver: clean stop, non-zero exit, how to resume",
+          _driver_signal(signal.SIGINT)),
+    Fault("disk_full", "no space left during a checkpoint save (a 256 MiB tmpfs as the checkpoint folder)", disk_full),
+    Fault("engine_core_kill", "kill -9 of the vLLM engine-core process behind a live server (rollout.name=vllm)",
+          engine_core_kill),
+    Fault("worker_oom", "a training worker SIGKILLed (what the OOM killer does) mid-update", worker_oom),
 )
 BY_NAME = {f.name: f for f in FAULTS}
 
 
 # ---------------------------------------------------------------------------------------------------- runner
 def run_fault(fault: Fault, root: Path, tiny_dir: Path) -> dict:
-    record = {"name": fault.name, "what": fault.what, "status": "pending", "seconds": 0.0, "starts": [], "checks": []}
-    if fault.pending:
-        record["reason"] = fault.pending
-        return record
+    record = {"name": fault.name, "what": fault.what, "status": "", "seconds": 0.0, "starts": [], "checks": []}
     lab_dir = root / fault.name
     shutil.rmtree(lab_dir, ignore_errors=True)
     lab_dir.mkdir(parents=True)
     lab = Lab(lab_dir, tiny_dir)
     began = time.monotonic()
     try:
-        checks = fault.inject(lab) + [invariant(lab) for invariant in INVARIANTS]
+        with lab.cleanup:
+            checks = fault.inject(lab) + [invariant(lab) for invariant in INVARIANTS]
         record["status"] = "pass" if all(c.ok for c in checks) else "fail"
     except Skip as exc:
         checks, record["status"], record["reason"] = [], "skipped", str(exc)
@@ -354,6 +488,7 @@ def run_fault(fault: Fault, root: Path, tiny_dir: Path) -> dict:
         record["status"] = "fail"
     record["seconds"] = round(time.monotonic() - began, 1)
     record["starts"] = [asdict(s) for s in lab.starts]
+    record["facts"] = lab.facts
     record["checks"] = [asdict(c) for c in checks]
     return record
 
@@ -362,7 +497,7 @@ def summary(records: list[dict]) -> str:
     rows = [("fault", "status", "seconds", "failed checks")]
     for r in records:
         failed = ", ".join(c["name"] for c in r["checks"] if not c["ok"]) or r.get("reason", "")[:60]
-        rows.append((r["name"], r["status"], f"{r['seconds']:.0f}" if r["status"] != "pending" else "-", failed))
+        rows.append((r["name"], r["status"], f"{r['seconds']:.0f}", failed))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
@@ -379,7 +514,7 @@ def selected(only: Optional[str]) -> list[Fault]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python scripts/fault_harness.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--list", action="store_true", help="list the faults (ready and pending) and exit")
+    parser.add_argument("--list", action="store_true", help="list the faults and exit")
     parser.add_argument("--only", help="comma-separated fault names to run (default: every ready fault)")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "verl-fault-harness",
                         help="folder for the runs' outputs, one subfolder per fault (default: %(default)s)")
@@ -390,7 +525,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     faults = selected(args.only)
     if args.list:
         for fault in faults:
-            print(f"{fault.name:20} {'pending' if fault.pending else 'ready':8} {fault.what}")
+            print(f"{fault.name:20} {fault.what}")
         return 0
     from recipe.dapo_ascend.tiny.assets import build
 
@@ -400,7 +535,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     records, began = [], time.monotonic()
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped harness still cleans up its runs
     for i, fault in enumerate(faults, 1):
-        print(f"[fault-harness] {i}/{len(faults)} {fault.name}: {'pending' if fault.pending else fault.what}", flush=True)
+        print(f"[fault-harness] {i}/{len(faults)} {fault.name}: {fault.what}", flush=True)
         record = run_fault(fault, args.out, tiny_dir)
         records.append(record)
         for check in record["checks"]:

@@ -8,6 +8,7 @@ session id -- never by name -- and SIGKILLs them all, like a machine losing powe
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -62,6 +63,15 @@ def recipe_env(tiny_dir: Path, out_dir: Path, extra: Optional[dict] = None) -> d
     return env
 
 
+def vllm_env(env: dict) -> dict:
+    """``env`` for a ``rollout.name=vllm`` run: this interpreter's bin first (vLLM spawns ``python``), and
+    none of the CPU rollout variables a shell may have exported (the run sets its own)."""
+    env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
+    for key in ("VLLM_CPU_KVCACHE_SPACE", "VERL_CPU_ROLLOUT_ENV"):
+        env.pop(key, None)
+    return env
+
+
 def session_processes(sid: int) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
@@ -71,6 +81,85 @@ def session_processes(sid: int) -> list[psutil.Process]:
         except (ProcessLookupError, PermissionError, psutil.Error, OSError):
             continue
     return found
+
+
+def alive(sid: int) -> list[psutil.Process]:
+    """The live processes of session ``sid`` (a zombie writes nothing and holds no lock)."""
+    found = []
+    for proc in session_processes(sid):
+        try:
+            if proc.pid != os.getpid() and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def until_gone(run: "RecipeRun", since: float, within: float) -> tuple[list, float]:
+    """Reap the driver, then poll the run's session until nothing lives (or ``within`` s after ``since``).
+
+    Returns the ``(pid, name)`` of what is still alive then, and the seconds since ``since``."""
+    run.proc.wait(timeout=120)
+    while True:
+        left = alive(run.sid)
+        if not left or time.monotonic() - since > within:
+            return [(p.pid, p.name()) for p in left], time.monotonic() - since
+        time.sleep(0.1)
+
+
+def process_titled(run: "RecipeRun", title: str) -> Optional[psutil.Process]:
+    """The run's process whose title (Ray or vLLM set it) starts with ``title``."""
+    for proc in session_processes(run.sid):
+        try:
+            if proc.cmdline() and proc.cmdline()[0].startswith(title):
+                return proc
+        except psutil.Error:
+            continue
+    return None
+
+
+def snapshot(*roots: Path) -> dict:
+    """Size and mtime of every path under ``roots``: compare two to see whether anything was written."""
+    found = {}
+    for root in roots:
+        for path in sorted(Path(root).rglob("*")):
+            stat = path.lstat()
+            found[str(path)] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+@contextlib.contextmanager
+def size_limited_tmpfs(mount: Path, size: str = "256m"):
+    """Mount a tmpfs of ``size`` on ``mount`` (needs root); yields None and the reason when it cannot."""
+    mount.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        yield f"cannot mount a size-limited tmpfs as the checkpoint folder (needs root): {done.stderr.strip()}"
+        return
+    try:
+        yield None
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    """Write zeros into ``folder`` until its file system refuses (ENOSPC); returns the filler file."""
+    filler = Path(folder) / "filler.bin"
+    block = b"\0" * (1 << 20)
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(block)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+    return filler
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 class RecipeRun:

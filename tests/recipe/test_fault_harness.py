@@ -89,18 +89,20 @@ def test_list_and_unknown_names():
     run = lambda *a: subprocess.run([sys.executable, str(SCRIPT), *a], capture_output=True, text=True, cwd=REPO)  # noqa: E731
     listed = run("--list")
     assert listed.returncode == 0
-    rows = {line.split()[0]: line.split()[1] for line in listed.stdout.splitlines()}
-    assert {n for n, s in rows.items() if s == "ready"} == {
-        "kill9_tree", "metrics_unwritable", "marker_deleted", "data_replaced", "second_run"}
-    assert {"driver_kill9", "driver_sigterm", "disk_full", "engine_core_kill", "worker_oom"} <= {
-        n for n, s in rows.items() if s == "pending"}
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == [
+        "kill9_tree", "metrics_unwritable", "marker_deleted", "data_replaced", "second_run", "driver_kill9",
+        "driver_sigterm", "driver_sigint", "disk_full", "engine_core_kill", "worker_oom"]
     unknown = run("--only", "kill9_tree,nope")
     assert unknown.returncode != 0 and "unknown fault(s) ['nope']" in unknown.stderr and "kill9_tree" in unknown.stderr
 
 
-def test_pending_faults_are_recorded_not_run(harness, tmp_path):
-    record = harness.run_fault(harness.BY_NAME["disk_full"], tmp_path, tmp_path / "tiny")
-    assert record["status"] == "pending" and "i25-rtfaults" in record["reason"] and not (tmp_path / "disk_full").exists()
+def test_a_fault_that_cannot_be_injected_is_skipped_with_its_reason(harness, tmp_path):
+    def cannot(lab):
+        raise harness.Skip("no tmpfs here")
+
+    record = harness.run_fault(harness.Fault("nowhere", "a fault this machine cannot inject", cannot), tmp_path, tmp_path)
+    assert (record["status"], record["reason"], record["checks"]) == ("skipped", "no tmpfs here", [])
+    assert "nowhere  skipped" in harness.summary([record])
 
 
 @pytest.mark.e2e

@@ -21,11 +21,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.launch import require_e2e
-from tests.recipe.fault_helpers import RecipeRun, read_json, read_jsonl, recipe_env, session_processes
+from tests.recipe.fault_helpers import (
+    RecipeRun, fill, last_line, process_titled, read_json, read_jsonl, recipe_env, size_limited_tmpfs, vllm_env,
+)
 from verl_ascend.run import checkpoints, files
 
 pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
@@ -42,28 +43,12 @@ START_TIMEOUT = 600  # start-up on a loaded 2-core machine
 COMMAND = "python -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu"
 
 
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
 def _status(run_dir: Path) -> dict:
     return read_json(run_dir / files.STATUS_FILE) or {}
 
 
-def _process(run: RecipeRun, title: str):
-    """The run's process whose title (Ray or vLLM set it) starts with ``title``."""
-    for proc in session_processes(run.sid):
-        try:
-            if proc.cmdline() and proc.cmdline()[0].startswith(title):
-                return proc
-        except psutil.Error:
-            continue
-    return None
-
-
 def _assert_one_clear_line(text: str, rc: int) -> str:
-    last = _last_line(text)
+    last = last_line(text)
     assert rc == 1, text[-4000:]
     assert last.startswith("[verl-ascend] error: "), text[-4000:]
     return last
@@ -72,27 +57,10 @@ def _assert_one_clear_line(text: str, rc: int) -> str:
 @pytest.fixture
 def small_tmpfs(tmp_path):
     mount = tmp_path / "checkpoints"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mount)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs as the checkpoint folder (needs root): {done.stderr.strip()}")
-    try:
+    with size_limited_tmpfs(mount) as cannot:
+        if cannot:
+            pytest.skip(cannot)
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def _fill(folder: Path) -> Path:
-    """Write zeros into ``folder`` until the filesystem refuses (ENOSPC); returns the filler."""
-    filler = folder / "filler.bin"
-    block = b"\0" * (1 << 20)
-    with open(filler, "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(block)
-        except OSError as exc:
-            assert exc.errno == 28, exc
-    return filler
 
 
 def test_disk_full_during_a_save_names_the_folder_and_the_rerun_resumes_the_last_whole_checkpoint(tiny_dir, tmp_path, small_tmpfs):
@@ -103,7 +71,7 @@ def test_disk_full_during_a_save_names_the_folder_and_the_rerun_resumes_the_last
     run = RecipeRun(overrides, env, tmp_path / "full.log")
     try:
         run.wait_for(lambda: (small_tmpfs / "global_step_1" / checkpoints.MARKER).exists(), START_TIMEOUT)
-        filler = _fill(small_tmpfs)
+        filler = fill(small_tmpfs)
         rc = run.proc.wait(timeout=600)
     finally:
         run.kill_tree()
@@ -133,7 +101,7 @@ def test_sigkilled_training_worker_names_the_actor_pid_and_signal(tiny_dir, tmp_
     run = RecipeRun(OVERRIDES, recipe_env(tiny_dir, out), tmp_path / "kill.log")
     try:
         run.wait_for(lambda: (s := _status(run_dir)).get("step") == 2 and s.get("phase") == "update_actor", START_TIMEOUT)
-        worker = _process(run, "ray::WorkerDict")
+        worker = process_titled(run, "ray::WorkerDict")
         assert worker is not None, "no ray::WorkerDict process in the run's session"
         pid = worker.pid
         worker.send_signal(signal.SIGKILL)
@@ -155,13 +123,11 @@ def test_vllm_engine_core_killed_behind_its_live_server_is_named_by_the_watchdog
     out = tmp_path / "out"
     run_dir = out / "dapo_tiny_cpu"
     overrides = ["actor_rollout_ref.rollout.name=vllm", "trainer.total_training_steps=3", "fault_tolerance.rollout_timeout_s=300"]
-    env = recipe_env(tiny_dir, out, {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
-    for key in ("VLLM_CPU_KVCACHE_SPACE", "VERL_CPU_ROLLOUT_ENV"):
-        env.pop(key, None)
+    env = vllm_env(recipe_env(tiny_dir, out))
     run = RecipeRun(overrides, env, tmp_path / "vllm.log")
     try:
         run.wait_for(lambda: _status(run_dir).get("phase") == "rollout", START_TIMEOUT + 600)
-        engine = _process(run, "VLLM::EngineCore")
+        engine = process_titled(run, "VLLM::EngineCore")
         assert engine is not None, "no VLLM::EngineCore process in the run's session"
         pid, server = engine.pid, engine.parent()
         engine.send_signal(signal.SIGKILL)

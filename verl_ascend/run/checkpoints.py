@@ -436,11 +436,3 @@ def prepare_run(config, plan: Plan) -> int:
         env["VERL_FILE_LOGGER_PATH"] = os.path.abspath(metrics_path)
     export_to_workers(config, env)
     return step
-
-
-def kept(checkpoints: str) -> str:
-    """The newest checkpoint under ``checkpoints`` with its completion marker and files (checksums: at resume)."""
-    for step, path in sorted(step_dirs(checkpoints).items(), reverse=True):
-        if verify_marked(path, step) is None:
-            return f"checkpoint global_step_{step} ({path}), the last complete one; the resume continues after step {step}"
-    return f"no complete checkpoint under {checkpoints}; the rerun starts from step 1"

@@ -263,14 +263,18 @@ def last_complete(root: str) -> Optional[tuple[int, str]]:
     return None
 
 
-def kept_and_resume(site: RunSite) -> str:
-    """``Kept: <last complete checkpoint>[; unmarked newer folders]. To resume from it, ...<command>``."""
+def kept_and_resume(site: RunSite, cause: bool = True) -> str:
+    """``Kept: <last complete checkpoint>[; unmarked newer folders]. To resume from it, ...<command>``.
+
+    The one builder of this text: a failure's last line (``cause``: the user fixes it first) and a
+    stopped or orphaned run's (``lifetime``, ``guardian``: nothing to fix) say it the same way."""
+    fix = "fix the cause and " if cause else ""
     try:
         found = last_complete(site.checkpoints)
         unmarked = [os.path.basename(p) for s, p in sorted(step_dirs(site.checkpoints).items())
                     if not found or s > found[0]]
     except OSError as exc:  # the folder itself is what failed: say so rather than fail the report
-        return (f"Kept: unknown (cannot read {site.checkpoints}: {exc.strerror}). To resume, fix the cause and run "
+        return (f"Kept: unknown (cannot read {site.checkpoints}: {exc.strerror}). To resume, {fix}run "
                 f"the same command again{f': {site.command}' if site.command else ''}")
     if found:
         kept = f"Kept: {found[1]} (step {found[0]}, the last complete checkpoint)"
@@ -280,5 +284,5 @@ def kept_and_resume(site: RunSite) -> str:
         kept += f"; {', '.join(unmarked)}: no {MARKER}, never resumed (a rerun quarantines it)"
     again = f": {site.command}" if site.command else ""
     if site.resume_mode != "auto":
-        return f"{kept}. To resume from it, fix the cause and run the same command with trainer.resume_mode=auto{again}"
-    return f"{kept}. To resume from it, fix the cause and run the same command again{again}"
+        return f"{kept}. To resume from it, {fix}run the same command with trainer.resume_mode=auto{again}"
+    return f"{kept}. To resume from it, {fix}run the same command again{again}"

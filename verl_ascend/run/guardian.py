@@ -76,12 +76,12 @@ def stop_run(
 
 
 def died_message(driver: int, killed: int, seconds: float, checkpoints: str, command: str) -> str:
-    from verl_ascend.run.checkpoints import kept
+    from verl_ascend.run.faults import RunSite, kept_and_resume  # not lifetime: it imports this module
 
+    then = kept_and_resume(RunSite(checkpoints, "", command=command), cause=False)
     return (
         f"[verl-ascend] the driver (PID {driver}) ended without stopping its run: its {killed} Ray processes were "
-        f"killed within {seconds:.1f} s and the run folder is free. Kept: {kept(checkpoints)}. To resume, rerun the "
-        f"same command: {command}"
+        f"killed within {seconds:.1f} s and the run folder is free. {then}"
     )
 
 

@@ -25,7 +25,6 @@ import sys
 import threading
 from typing import Callable, Optional
 
-from verl_ascend.run.checkpoints import kept
 from verl_ascend.run.guardian import CLEAN_EXIT, TOKEN_ENV
 
 GUARDIAN_WAIT_S = 60  # a clean end waits this long for the guardian to confirm nothing of the run is left
@@ -45,6 +44,14 @@ class RunEnded(BaseException):
 def resume_command() -> str:
     """The command line this driver was started with (rerunning it resumes)."""
     return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+
+
+def kept_and_resume(checkpoints: str, command: str) -> str:
+    """What a stopped run kept and how to resume it: ``faults.kept_and_resume``'s text (one wording for every end)."""
+    from verl_ascend.run.faults import RunSite
+    from verl_ascend.run.faults import kept_and_resume as text
+
+    return text(RunSite(checkpoints, "", command=command), cause=False)
 
 
 class Guardian:
@@ -134,7 +141,7 @@ def stopped(checkpoints: str) -> RunEnded:
     name = signal.Signals(signum).name
     return RunEnded(
         f"[verl-ascend] stopped by {name}: the run stopped at once (the step in flight is abandoned) and its Ray "
-        f"processes are gone. Kept: {kept(checkpoints)}. To resume, rerun the same command: {resume_command()}",
+        f"processes are gone. {kept_and_resume(checkpoints, resume_command())}",
         128 + int(signum),
     )
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_ascend.run import checkpoints, cluster, guardian, lifetime
+from verl_ascend.run import checkpoints, cluster, faults, guardian, lifetime
 from verl_ascend.run.guardian import TOKEN_ENV
 from tests.recipe.fault_helpers import lock_free
 
@@ -82,8 +82,8 @@ def test_driver_death_kills_the_run_then_frees_the_lock_and_says_how_to_resume(w
     assert procs["other_run"].poll() is None and procs["user"].poll() is None  # never touched
     message = keeper.stderr.read().strip().splitlines()[-1]
     assert f"the driver (PID {os.getpid()}) ended without stopping its run: its 1 Ray processes were killed" in message
-    assert "no complete checkpoint" in message
-    assert message.endswith("rerun the same command: python -m recipe.dapo_ascend.main_dapo x=1")
+    assert "Kept: no complete checkpoint yet, so a rerun starts from step 1" in message
+    assert message.endswith(". To resume from it, run the same command again: python -m recipe.dapo_ascend.main_dapo x=1")
 
 
 def test_a_clean_end_removes_stragglers_silently(world):
@@ -117,16 +117,19 @@ def test_stop_run_keeps_killing_until_nothing_is_left():
     assert kills.count(11) == 4 and kills.count(12) == 2 and kills.count(13) == 1
 
 
-def test_kept_names_the_newest_marked_checkpoint(tmp_path):
+def test_kept_names_the_newest_marked_checkpoint_in_the_failures_wording(tmp_path):
     root = tmp_path / "ckpt"
-    assert "no complete checkpoint" in lifetime.kept(str(root))
     for step in (1, 2, 3):
         (root / f"global_step_{step}").mkdir(parents=True)
         (root / f"global_step_{step}" / "data.pt").write_bytes(b"x" * step)
     for step in (1, 2):
         checkpoints.write_marker(str(root / f"global_step_{step}"), step)
-    said = lifetime.kept(str(root))
-    assert said.startswith("checkpoint global_step_2 (") and "continues after step 2" in said
+    said = lifetime.kept_and_resume(str(root), "python -m x")
+    assert said == (f"Kept: {root}/global_step_2 (step 2, the last complete checkpoint); global_step_3: no "
+                    f"{checkpoints.MARKER}, never resumed (a rerun quarantines it). To resume from it, run the same "
+                    "command again: python -m x")
+    failed = faults.kept_and_resume(faults.RunSite(str(root), "", command="python -m x"))
+    assert failed == said.replace("To resume from it, run", "To resume from it, fix the cause and run")
 
 
 def test_sigterm_stops_at_once_with_143_and_the_resume_line(tmp_path, monkeypatch):
@@ -149,8 +152,8 @@ def test_sigterm_stops_at_once_with_143_and_the_resume_line(tmp_path, monkeypatc
             signal.signal(sig, handler)
     assert end.code == 143
     assert end.message.startswith("[verl-ascend] stopped by SIGTERM: the run stopped at once")
-    assert "Kept: checkpoint global_step_4 (" in end.message
-    assert end.message.endswith(f"rerun the same command: {lifetime.resume_command()}")
+    assert f"Kept: {root} (step 4, the last complete checkpoint). " in end.message
+    assert end.message.endswith(f"To resume from it, run the same command again: {lifetime.resume_command()}")
 
 
 def test_after_ray_init_runs_the_hook_before_the_actor_is_created():

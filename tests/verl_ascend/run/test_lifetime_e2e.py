@@ -20,12 +20,9 @@ import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.recipe.fault_helpers import (
-    SMALL_STEPS, RecipeRun, lock_free, read_jsonl, recipe_env, session_processes,
-)
+from tests.recipe.fault_helpers import SMALL_STEPS, RecipeRun, last_line, lock_free, read_jsonl, recipe_env, snapshot, until_gone
 
 pytestmark = pytest.mark.e2e  # launches the recipe (tests/launch.py)
 
@@ -33,44 +30,12 @@ OVERRIDES = SMALL_STEPS
 LONG = [*OVERRIDES, "trainer.total_training_steps=30"]  # never ends by itself before the signal
 START_TIMEOUT = 900  # start-up on a loaded 2-core machine
 GONE_WITHIN = 30  # issue 25: no process of the run alive 30 s after the driver dies
-KEPT = re.compile(r"Kept: checkpoint global_step_(\d+) ")
+KEPT = re.compile(r"Kept: \S+/global_step_(\d+) \(step \d+, the last complete checkpoint\)")
+RESUME = "To resume from it, run the same command again: "
 
 
 def _train_steps(run_dir: Path) -> list[int]:
     return [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl") if "critic/score/mean" in m.get("data", {})]
-
-
-def _alive(sid: int) -> list[psutil.Process]:
-    alive = []
-    for proc in session_processes(sid):
-        try:
-            if proc.status() != psutil.STATUS_ZOMBIE:  # a zombie writes nothing and holds no lock
-                alive.append(proc)
-        except psutil.Error:
-            continue
-    return alive
-
-
-def _until_gone(run: RecipeRun, since: float) -> tuple[list, float]:
-    """Reap the driver, then poll the run's session until nothing lives (or ``GONE_WITHIN`` passed)."""
-    run.proc.wait(timeout=120)
-    while True:
-        left = _alive(run.sid)
-        if not left or time.monotonic() - since > GONE_WITHIN:
-            return [(p.pid, p.name()) for p in left], time.monotonic() - since
-
-
-def _snapshot(*roots: Path) -> dict:
-    found = {}
-    for root in roots:
-        for path in sorted(root.rglob("*")):
-            stat = path.lstat()
-            found[str(path)] = (stat.st_size, stat.st_mtime_ns)
-    return found
-
-
-def _last_line(text: str) -> str:
-    return [line for line in text.splitlines() if line.strip()][-1]
 
 
 @pytest.fixture(scope="module")
@@ -85,26 +50,26 @@ def scenario(tiny_dir, tmp_path_factory):
         runs.append(a)
         a.wait_for(lambda: (ckpt / "global_step_1" / "verl_ascend_complete.json").exists(), START_TIMEOUT)
         os.kill(a.proc.pid, signal.SIGKILL)  # the driver only, not its tree
-        seen["a_left"], seen["a_gone_s"] = _until_gone(a, time.monotonic())
+        seen["a_left"], seen["a_gone_s"] = until_gone(a, time.monotonic(), GONE_WITHIN)
         seen["a_lock_free"] = [lock_free(run_dir), lock_free(ckpt)]
-        before = _snapshot(run_dir, ckpt)
+        before = snapshot(run_dir, ckpt)
         time.sleep(3)
-        seen["a_changed_after"] = sorted(set(_snapshot(run_dir, ckpt).items()) ^ set(before.items()))
+        seen["a_changed_after"] = sorted(set(snapshot(run_dir, ckpt).items()) ^ set(before.items()))
         seen["a_log"] = a.output()
 
         b = RecipeRun(LONG, env, out / "b.log")
         runs.append(b)
-        seen["a_kept"] = int(KEPT.search(_last_line(seen["a_log"])).group(1))
+        seen["a_kept"] = int(KEPT.search(last_line(seen["a_log"])).group(1))
         marker = ckpt / f"global_step_{seen['a_kept'] + 1}" / "verl_ascend_complete.json"
         b.wait_for(marker.exists, START_TIMEOUT)  # B resumed and completed a step of its own
         os.kill(b.proc.pid, signal.SIGTERM)
         since = time.monotonic()
         seen["b_rc"] = b.proc.wait(timeout=300)
-        seen["b_left"], seen["b_gone_s"] = _until_gone(b, since)
+        seen["b_left"], seen["b_gone_s"] = until_gone(b, since, GONE_WITHIN)
         seen["b_lock_free"] = lock_free(run_dir)
         seen["b_log"] = b.output()
 
-        seen["b_kept"] = int(KEPT.search(_last_line(seen["b_log"])).group(1))
+        seen["b_kept"] = int(KEPT.search(last_line(seen["b_log"])).group(1))
         c = RecipeRun([*OVERRIDES, f"trainer.total_training_steps={seen['b_kept'] + 1}"], env, out / "c.log")
         runs.append(c)
         seen["c_rc"] = c.proc.wait(timeout=START_TIMEOUT)
@@ -124,10 +89,10 @@ def test_kill_9_of_the_driver_takes_the_whole_run_down(scenario):
 
 
 def test_kill_9_ends_with_what_was_kept_and_the_command(scenario):
-    last = _last_line(scenario["a_log"])
+    last = last_line(scenario["a_log"])
     assert "the driver (PID" in last and "ended without stopping its run" in last, scenario["a_log"][-3000:]
     assert scenario["a_kept"] >= 1
-    assert "rerun the same command:" in last and "recipe.dapo_ascend.main_dapo" in last
+    assert RESUME in last and "recipe.dapo_ascend.main_dapo" in last
     assert "trainer.total_training_steps=30" in last
 
 
@@ -138,10 +103,10 @@ def test_sigterm_stops_cleanly_and_says_how_to_resume(scenario):
     tail = log[-4000:]
     for bad in ("Traceback", "Aborted", "core dumped", "SIGTERM received"):
         assert bad not in tail, (bad, tail)
-    last = _last_line(log)
+    last = last_line(log)
     assert last.startswith("[verl-ascend] stopped by SIGTERM: the run stopped at once"), tail
-    assert f"Kept: checkpoint global_step_{scenario['b_kept']} " in last and scenario["b_kept"] > scenario["a_kept"]
-    assert "rerun the same command:" in last and "trainer.total_training_steps=30" in last
+    assert int(KEPT.search(last).group(1)) == scenario["b_kept"] > scenario["a_kept"]
+    assert RESUME in last and "trainer.total_training_steps=30" in last
     assert scenario["b_left"] == [] and scenario["b_lock_free"]
 
 

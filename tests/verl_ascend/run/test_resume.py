@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from verl_ascend.run import checkpoints, files, metrics_append
-from tests.recipe.fault_helpers import RecipeRun, read_json, read_jsonl, recipe_env
+from tests.recipe.fault_helpers import SMALL_STEPS, RecipeRun, read_json, read_jsonl, recipe_env
 
 
 # ----------------------------------------------------------------------------- unit: selection
@@ -298,15 +298,7 @@ def test_tracker_file_name_matches_upstream():
 
 # ----------------------------------------------------------------------------- the kill scenario
 STEPS = 3
-OVERRIDES = [
-    f"trainer.total_training_steps={STEPS}",
-    "trainer.save_freq=1",
-    "data.train_batch_size=4",
-    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-    # 4 prompts x 8 samples = 32 responses per step on one rank.
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
-]
+OVERRIDES = [f"trainer.total_training_steps={STEPS}", *SMALL_STEPS]  # 4 prompts x 8 samples = 32 responses a step
 START_TIMEOUT = 600  # start-up on a loaded 2-core machine
 
 
