@@ -48,7 +48,7 @@ if str(REPO) not in sys.path:
 
 from tests.recipe.fault_helpers import (  # noqa: E402
     SMALL_STEPS, RecipeRun, alive, fill, last_line, lock_free, process_titled, read_json, read_jsonl, recipe_env,
-    size_limited_tmpfs, snapshot, vllm_env,
+    size_limited_tmpfs, snapshot, train_steps, vllm_env,
 )
 
 STEPS = 3
@@ -57,7 +57,6 @@ START_TIMEOUT = 900  # Ray's start-up and a step on a loaded 2-core machine
 ORPHAN_GRACE_S = 30
 EXPERIMENT = "dapo_tiny_cpu"
 MARKER = "verl_ascend_complete.json"
-SCORE = "critic/score/mean"  # present in every training step's metrics row
 
 
 # ------------------------------------------------------------------------------------------- one fault's lab
@@ -133,10 +132,6 @@ class Check:
     name: str
     ok: bool
     detail: str
-
-
-def train_steps(run_dir: Path) -> list[int]:
-    return [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if SCORE in r.get("data", {})]
 
 
 def check_metrics_once(lab: Lab) -> Check:

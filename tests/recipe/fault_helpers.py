@@ -36,6 +36,11 @@ SMALL_STEPS = [
 ]
 
 
+def train_steps(run_dir: Path) -> list[int]:
+    """The steps whose training metrics are in the run's ``metrics.jsonl`` (a row per step, in order)."""
+    return [r["step"] for r in read_jsonl(Path(run_dir) / "metrics.jsonl") if "critic/score/mean" in r.get("data", {})]
+
+
 def lock_free(folder: Path) -> bool:
     """Whether a run could take ``folder``'s run lock now (tried, and released at once)."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)

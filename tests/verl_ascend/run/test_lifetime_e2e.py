@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipe.fault_helpers import SMALL_STEPS, RecipeRun, last_line, lock_free, read_jsonl, recipe_env, snapshot, until_gone
+from tests.recipe.fault_helpers import (
+    SMALL_STEPS, RecipeRun, last_line, lock_free, recipe_env, snapshot, train_steps, until_gone,
+)
 
 pytestmark = pytest.mark.e2e  # launches the recipe (tests/launch.py)
 
@@ -32,10 +34,6 @@ START_TIMEOUT = 900  # start-up on a loaded 2-core machine
 GONE_WITHIN = 30  # issue 25: no process of the run alive 30 s after the driver dies
 KEPT = re.compile(r"Kept: \S+/global_step_(\d+) \(step \d+, the last complete checkpoint\)")
 RESUME = "To resume from it, run the same command again: "
-
-
-def _train_steps(run_dir: Path) -> list[int]:
-    return [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl") if "critic/score/mean" in m.get("data", {})]
 
 
 @pytest.fixture(scope="module")
@@ -113,4 +111,4 @@ def test_sigterm_stops_cleanly_and_says_how_to_resume(scenario):
 def test_rerun_resumes_from_the_kept_checkpoint_with_each_step_once(scenario):
     assert scenario["c_rc"] == 0, scenario["c_log"][-3000:]
     assert f"resuming after step {scenario['b_kept']}" in scenario["c_log"]
-    assert _train_steps(scenario["run_dir"]) == list(range(1, scenario["b_kept"] + 2))
+    assert train_steps(scenario["run_dir"]) == list(range(1, scenario["b_kept"] + 2))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from verl_ascend.run import checkpoints, files, run_guard
-from tests.recipe.fault_helpers import SMALL_STEPS, RecipeRun, read_jsonl, recipe_env
+from tests.recipe.fault_helpers import SMALL_STEPS, RecipeRun, read_jsonl, recipe_env, train_steps
 from tests.recipe.helpers import run_recipe
 
 pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
@@ -26,10 +26,6 @@ pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/laun
 OVERRIDES = SMALL_STEPS
 START_TIMEOUT = 900  # start-up on a loaded 2-core machine
 SHARD = "actor/model_world_size_1_rank_0.pt"
-
-
-def _train_steps(run_dir: Path) -> list[int]:
-    return [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl") if "critic/score/mean" in m.get("data", {})]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +48,7 @@ def scenario(tiny_dir, tmp_path_factory):
         if first.alive():
             first.kill_tree()
     seen["first_pid"], seen["first_log"] = first.proc.pid, first.output()
-    seen["steps_after_first"] = _train_steps(run_dir)
+    seen["steps_after_first"] = train_steps(run_dir)
     seen["owner_after_first"] = json.loads((run_dir / run_guard.OWNER_FILE).read_text())
 
     shard = ckpt / "global_step_3" / SHARD
@@ -99,7 +95,7 @@ def test_same_size_corrupted_shard_falls_back_with_the_reason(scenario):
 
 def test_metrics_hold_each_step_once_and_replaced_records_are_kept(scenario):
     run_dir = scenario["run_dir"]
-    assert _train_steps(run_dir) == [1, 2, 3, 4]
+    assert train_steps(run_dir) == [1, 2, 3, 4]
     side = [p for p in os.listdir(run_dir) if p.startswith("metrics.trimmed-")]
     assert len(side) == 1
     assert [r["step"] for r in read_jsonl(run_dir / side[0]) if "critic/score/mean" in r.get("data", {})] == [3]
