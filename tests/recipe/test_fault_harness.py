@@ -31,7 +31,7 @@ def _lab(harness, tmp_path, metrics=(), prompts=(), eras=None, resumes=(), marke
     lab = harness.Lab(tmp_path / "lab", tmp_path / "tiny")
     lab.run_dir.mkdir(parents=True)
     lines = lambda rows: "".join(json.dumps(r) + "\n" for r in rows)  # noqa: E731
-    (lab.run_dir / "metrics.jsonl").write_text(lines({"step": s, "data": {harness.SCORE: 0.5}} for s in metrics))
+    (lab.run_dir / "metrics.jsonl").write_text(lines({"step": s, "data": {"critic/score/mean": 0.5}} for s in metrics))
     (lab.run_dir / "prompts.jsonl").write_text(lines({"step": s, "index": ix} for s, ix in prompts))
     (lab.run_dir / "resume.jsonl").write_text(lines({"resume_step": s} for s in resumes))
     if eras is not None:
