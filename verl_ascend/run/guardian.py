@@ -8,19 +8,30 @@ driver (:mod:`verl_ascend.run.lifetime`) before Ray. It holds
 * the read end of a pipe whose only write end is the driver's: end of file means the driver is
   gone, by any signal, ``kill -9`` included.
 
-On end of file it SIGKILLs every process of the run -- those whose environment holds this run's
-``VERL_ASCEND_RUN_TOKEN``, which the driver sets before Ray starts and every process Ray starts
-inherits (GCS, raylet, dashboard and its agents, workers, what the workers spawn) -- until none is
-left, and only then exits, releasing the lock. Processes are never found by name, and a
-process of another run (another token) or of a cluster this run only joined (started by
-``ray start``, without the token) is never touched. A driver that ends on purpose writes ``q``
-first: the guardian then removes stragglers silently; otherwise it prints what happened, what
-was kept and how to resume. Only the standard library is imported before the driver is gone.
+On end of file it SIGKILLs every process of the run until none is left, and only then exits,
+releasing the lock. A process of the run is found two ways, because neither alone is enough:
+
+* its environment holds this run's ``VERL_ASCEND_RUN_TOKEN``, which the driver sets before Ray
+  starts and every process Ray starts inherits. But ``/proc/PID/environ`` shows the memory the
+  environment was first placed in, and a process that sets a long title (Ray's
+  ``ray::DashboardAgent`` and ``ray::RuntimeEnvAgent`` do) writes the title over it: there the
+  token is gone;
+* it was seen in the driver's process tree while the driver lived (the guardian reads the tree
+  at start and every ``TREE_POLL_S``), and it is still the same process (same start time, so a
+  reused PID is never killed). Ray's processes are the driver's descendants until it dies; its
+  agents then become orphans, which no tree walk after the death could find.
+
+Processes are never found by name, and a process of another run (another token, another tree)
+or of a cluster this run only joined (started by ``ray start``: neither token nor tree) is never
+touched. A driver that ends on purpose writes ``q`` first: the guardian then removes stragglers
+silently; otherwise it prints what happened, what was kept and how to resume. Only the standard
+library is imported before the driver is gone.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
@@ -29,6 +40,7 @@ from typing import Callable, Iterable
 TOKEN_ENV = "VERL_ASCEND_RUN_TOKEN"
 CLEAN_EXIT = b"q"  # written by a driver that tears its run down itself
 POLL_S = 0.02
+TREE_POLL_S = 0.25  # how often the driver's process tree is read while it lives
 
 
 def _environ(pid: str) -> bytes:
@@ -48,6 +60,74 @@ def run_processes(token: str, exclude: Iterable[int] = ()) -> list[int]:
         if name.isdigit() and int(name) not in skip and entry in _environ(name).split(b"\0"):
             found.append(int(name))
     return found
+
+
+def _stat(pid: str) -> tuple[int, int] | None:
+    """``(parent PID, start time in clock ticks)`` of a live process, from ``/proc/PID/stat``.
+
+    A zombie counts as gone: it cannot write, and SIGKILL cannot remove it (only its parent's wait)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # the name in parentheses may hold spaces
+    except (OSError, IndexError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def process_table() -> dict[int, tuple[int, int]]:
+    """Every live process: PID -> ``(parent PID, start time)``."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (stat := _stat(name)) is not None:
+            table[int(name)] = stat
+    return table
+
+
+def descendants(root: int, table: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """The processes below ``root`` in ``table``: PID -> start time (``root`` itself not included)."""
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = {}, list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found[pid] = table[pid][1]
+            todo.extend(children.get(pid, ()))
+    return found
+
+
+class Tree:
+    """The driver's descendants as seen while it lived; :meth:`alive` says which are still those processes."""
+
+    def __init__(self, driver: int, skip: Iterable[int] = ()):
+        self.driver, self.skip, self.seen = driver, set(skip), {}
+
+    def read(self) -> None:
+        for pid, start in descendants(self.driver, process_table()).items():
+            if pid not in self.skip:
+                self.seen[pid] = start
+
+    def alive(self) -> list[int]:
+        table = process_table()
+        return [pid for pid, start in self.seen.items() if pid in table and table[pid][1] == start]
+
+
+def wait_for_end(pipe: int, tree: Tree) -> bytes:
+    """Read the pipe to its end (the driver is gone), reading the driver's tree meanwhile; what was written."""
+    said = b""
+    tree.read()
+    while True:
+        ready, _, _ = select.select([pipe], [], [], TREE_POLL_S)
+        if not ready:
+            tree.read()
+            continue
+        chunk = os.read(pipe, 64)
+        if not chunk:
+            return said
+        said += chunk
 
 
 def _kill(pid: int) -> None:
@@ -89,15 +169,11 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # only the driver's end ends the guardian
         signal.signal(sig, signal.SIG_IGN)
     pipe, driver, checkpoints, command = int(argv[0]), int(argv[1]), argv[2], argv[3]
-    token = os.environ[TOKEN_ENV]
-    said = b""
-    while True:
-        chunk = os.read(pipe, 64)
-        if not chunk:
-            break
-        said += chunk
+    token, me = os.environ[TOKEN_ENV], os.getpid()
+    tree = Tree(driver, skip=(me,))
+    said = wait_for_end(pipe, tree)
     started = time.monotonic()
-    killed = stop_run(lambda: run_processes(token, exclude=(os.getpid(), driver)))
+    killed = stop_run(lambda: sorted({*run_processes(token, exclude=(me, driver)), *tree.alive()}))
     if CLEAN_EXIT not in said:
         print(died_message(driver, len(killed), time.monotonic() - started, checkpoints, command),
               file=sys.stderr, flush=True)

@@ -34,25 +34,36 @@ def _sleeper(token: str | None) -> subprocess.Popen:
     return subprocess.Popen(["sleep", "300"], env=env)
 
 
-@pytest.fixture
-def world(tmp_path):
-    """A locked run folder, a guardian holding the lock, a run process, another run's, the user's."""
-    run_dir = tmp_path / "run"
+def _guardian(driver: int, read_end: int, lock_fd: int, checkpoints: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "verl_ascend.run.guardian", str(read_end), str(driver), str(checkpoints),
+         "python -m recipe.dapo_ascend.main_dapo x=1"],
+        pass_fds=(read_end, lock_fd), env={**os.environ, TOKEN_ENV: TOKEN}, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _locked(run_dir: Path) -> int:
     run_dir.mkdir()
     lock_fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)
     fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return lock_fd
+
+
+@pytest.fixture
+def world(tmp_path):
+    """A locked run folder, a guardian holding the lock, a run process, another run's, the user's.
+
+    The driver is a stand-in process without children: this test's own processes are not the run's."""
+    run_dir = tmp_path / "run"
+    lock_fd = _locked(run_dir)
     procs = {"run": _sleeper(TOKEN), "other_run": _sleeper(OTHER), "user": _sleeper(None)}
+    driver = _sleeper(None)
     read_end, write_end = os.pipe()
-    env = {**os.environ, TOKEN_ENV: TOKEN}
-    keeper = subprocess.Popen(
-        [sys.executable, "-m", "verl_ascend.run.guardian", str(read_end), str(os.getpid()), str(tmp_path / "ckpt"),
-         "python -m recipe.dapo_ascend.main_dapo x=1"],
-        pass_fds=(read_end, lock_fd), env=env, stderr=subprocess.PIPE, text=True,
-    )
+    keeper = _guardian(driver.pid, read_end, lock_fd, tmp_path / "ckpt")
     os.close(read_end)
     os.close(lock_fd)  # from now on only the guardian holds the lock, as after the driver's death
-    yield {"run_dir": run_dir, "procs": procs, "guardian": keeper, "pipe": write_end}
-    for proc in procs.values():
+    yield {"run_dir": run_dir, "procs": procs, "guardian": keeper, "pipe": write_end, "driver": driver}
+    for proc in [*procs.values(), driver]:
         proc.kill()
         proc.wait()
     keeper.kill()
@@ -81,7 +92,8 @@ def test_driver_death_kills_the_run_then_frees_the_lock_and_says_how_to_resume(w
     assert lock_free(world["run_dir"])
     assert procs["other_run"].poll() is None and procs["user"].poll() is None  # never touched
     message = keeper.stderr.read().strip().splitlines()[-1]
-    assert f"the driver (PID {os.getpid()}) ended without stopping its run: its 1 Ray processes were killed" in message
+    assert f"the driver (PID {world['driver'].pid}) ended without stopping its run: its 1 Ray processes were killed" \
+        in message
     assert "Kept: no complete checkpoint yet, so a rerun starts from step 1" in message
     assert message.endswith(". To resume from it, run the same command again: python -m recipe.dapo_ascend.main_dapo x=1")
 
@@ -94,6 +106,76 @@ def test_a_clean_end_removes_stragglers_silently(world):
     assert procs["run"].wait(timeout=5) == -signal.SIGKILL
     assert keeper.stderr.read() == ""
     assert procs["other_run"].poll() is None and procs["user"].poll() is None
+
+
+# A Ray agent's shape: a child of the driver's tree, started with the token and a long command line,
+# that sets a short title (setproctitle) -- which writes over the memory /proc/PID/environ shows.
+AGENT_CHILD = "\n".join([
+    "import setproctitle, time",
+    "setproctitle.setproctitle('ray::DashboardAgent')",
+    "print('titled', flush=True)",
+    "time.sleep(300)",
+])
+AGENT_DRIVER = "\n".join([
+    "import subprocess, sys, time",
+    f"subprocess.Popen([sys.executable, '-c', {AGENT_CHILD!r}, '--long-flag=' + 'x' * 4000])",
+    "time.sleep(300)",
+])
+
+
+def test_a_process_whose_title_hid_the_token_is_found_through_the_drivers_tree(tmp_path):
+    """CI saw it: Ray's DashboardAgent and RuntimeEnvAgent outlived a ``kill -9`` of the driver, their token gone
+    from ``/proc/PID/environ`` under their title. What the driver's tree held while it lived goes too."""
+    lock_fd = _locked(tmp_path / "run")
+    bystander = _sleeper(None)  # this test's child, not the driver's: never touched
+    driver = subprocess.Popen([sys.executable, "-c", AGENT_DRIVER], env={**os.environ, TOKEN_ENV: TOKEN},
+                              stdout=subprocess.PIPE, text=True)
+    keeper = None
+    try:
+        assert driver.stdout.readline().strip() == "titled"
+        [agent] = guardian.descendants(driver.pid, guardian.process_table())
+        assert agent not in guardian.run_processes(TOKEN)  # the token is gone where /proc shows it
+        read_end, write_end = os.pipe()
+        keeper = _guardian(driver.pid, read_end, lock_fd, tmp_path / "ckpt")
+        os.close(read_end)
+        os.close(lock_fd)
+        time.sleep(10 * guardian.TREE_POLL_S)  # the guardian reads the tree at start and every TREE_POLL_S
+        driver.kill()  # SIGKILL: the agent is now an orphan, outside any tree walk from the driver
+        driver.wait()
+        os.close(write_end)
+        assert keeper.wait(timeout=60) == 0
+        assert _gone(agent)
+        assert "its 1 Ray processes were killed" in keeper.stderr.read()
+        assert bystander.poll() is None
+        assert lock_free(tmp_path / "run")
+    finally:
+        for proc in (bystander, driver, keeper):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
+def _gone(pid: int) -> bool:
+    """Dead or a zombie (an orphan's zombie waits for whoever reaps orphans here)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except FileNotFoundError:
+        return True
+
+
+def test_the_tree_is_the_drivers_descendants_with_their_start_times():
+    table = {10: (1, 100), 11: (10, 110), 12: (11, 120), 13: (1, 130), 14: (13, 140)}
+    assert guardian.descendants(10, table) == {11: 110, 12: 120}
+    assert guardian.descendants(12, table) == {}
+
+
+def test_a_reused_pid_is_not_the_process_the_tree_saw(monkeypatch):
+    tree = guardian.Tree(driver=10)
+    monkeypatch.setattr(guardian, "process_table", lambda: {10: (1, 100), 11: (10, 110), 12: (10, 120)})
+    tree.read()
+    monkeypatch.setattr(guardian, "process_table", lambda: {11: (1, 110), 12: (1, 999)})  # 12: another process now
+    assert tree.alive() == [11]
 
 
 def test_stop_run_keeps_killing_until_nothing_is_left():
