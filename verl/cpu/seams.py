@@ -200,4 +200,38 @@ SEAMS: tuple[Seam, ...] = (
         },
         removable_if=(SourceLacks("verl.workers.rollout.replica:RolloutReplica.server_address", "self._server_address"),),
     ),
+    Seam(
+        id="cpu_gloo_checkpoint_engine",
+        kind="private-registry",
+        target=(
+            "verl.checkpoint_engine.base.CheckpointEngineRegistry (written: 'gloo' -> GlooCheckpointEngine) and the "
+            "protocol its callers drive: CheckpointEngineManager.update_weights / build_process_group, the actor "
+            "worker's and CheckpointEngineWorker's engine construction (verl==0.9.1)"
+        ),
+        why=(
+            "Upstream's asynchronous trainer modes need an engine that moves weights between separate trainer and "
+            "rollout processes; every shipped one needs a device (nccl, hccl, nixl, mooncake) or one process "
+            "(naive). The engine implements upstream's abstract protocol (prepare, build_topology, "
+            "init_process_group, send/receive_weights, finalize), so a change in how the manager calls it, or in "
+            "what the workers pass to its constructor (bucket_size, is_master, engine_kwargs), breaks it silently."
+        ),
+        switched_on=(
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=gloo with custom_backend_module="
+            "verl.cpu.checkpoint_engine (upstream's import_external_libs imports it in every worker)."
+        ),
+        upstream_fix="None needed for the registration (public decorator); a CPU engine upstream would replace it.",
+        remove_when="upstream ships a torch.distributed (gloo) checkpoint engine.",
+        test="tests/cpu/test_checkpoint_engine.py",
+        code="verl/cpu/checkpoint_engine.py::GlooCheckpointEngine",
+        fingerprints={
+            "verl.checkpoint_engine.base:CheckpointEngineRegistry.register": "88f7dd86140d4973",
+            "verl.checkpoint_engine.base:CheckpointEngineManager.update_weights": "81e696b0b0774b53",
+            "verl.checkpoint_engine.base:CheckpointEngineManager.build_process_group": "29b9f644fb18708d",
+            "verl.checkpoint_engine.base:CheckpointEngineWorker.__init__#import_external_libs": "e3d753cf21ffe818",
+            "verl.workers.engine_workers:ActorRolloutRefWorker.init_model#CheckpointEngineRegistry.new(": (
+                "66f98b6c2275b702"
+            ),
+            "verl.workers.engine_workers:ActorRolloutRefWorker.init_model#is_master=": "57601ca89578f811",
+        },
+    ),
 )
