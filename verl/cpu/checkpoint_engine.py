@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry
+from verl.workers.rollout.utils import ensure_async_iterator
 
 BACKEND = "gloo"
 OUTSIDE = -1  # a trainer rank that only walks the weights (producing them is collective over its group)
@@ -151,7 +152,7 @@ class GlooCheckpointEngine(CheckpointEngine):
             self._broadcast(bucket[:fill])
 
     async def _pieces(self, weights):
-        async for name, tensor in _each(weights):
+        async for name, tensor in ensure_async_iterator(weights):
             data = _as_bytes(tensor)
             meta = (name, tensor.dtype, tuple(tensor.shape), data.numel())
             if not data.numel():
@@ -182,7 +183,8 @@ class GlooCheckpointEngine(CheckpointEngine):
         if self.rank is None:
             raise RuntimeError("checkpoint_engine gloo: send_weights before init_process_group")
         if self.rank == OUTSIDE:
-            async for _ in _each(weights):  # walk them: each weight may be gathered over the trainer's group
+            # Walk them all: producing each weight may be collective over the trainer's group.
+            async for _ in ensure_async_iterator(weights):
                 pass
             return {}
         if self.rank != 0:
@@ -206,7 +208,9 @@ class GlooCheckpointEngine(CheckpointEngine):
         self._broadcast(bucket)
         return pickle.loads(blob.numpy().tobytes()), bucket
 
-    async def receive_weights(self, global_steps: Optional[int] = None) -> AsyncGenerator[tuple[str, torch.Tensor], None]:
+    async def receive_weights(
+        self, global_steps: Optional[int] = None
+    ) -> AsyncGenerator[tuple[str, torch.Tensor], None]:
         if self.rank is None or self.rank <= 0:
             raise RuntimeError(f"checkpoint_engine gloo: rank {self.rank} does not receive weights")
         partial: dict[str, torch.Tensor] = {}
@@ -226,13 +230,3 @@ def _typed(data: torch.Tensor, piece: Piece) -> torch.Tensor:
     if not piece.nbytes:
         return torch.empty(piece.shape, dtype=piece.dtype)
     return data.view(piece.dtype).reshape(piece.shape)
-
-
-async def _each(weights):
-    """Upstream hands the weights as a generator or an async generator: both, one by one."""
-    if hasattr(weights, "__aiter__"):
-        async for item in weights:
-            yield item
-    else:
-        for item in weights:
-            yield item

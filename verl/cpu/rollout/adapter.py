@@ -1,8 +1,10 @@
 """Worker-side adapter of the ``hf`` rollout (upstream's ``BaseRollout`` interface).
 
-It runs inside each training worker (``ActorRolloutRefWorker``). After every update, the
-worker hands it the actor's full weights as ``(name, tensor)`` pairs; the adapter copies
-them to CPU and sends them, in one call, to the HF server of its replica.
+It runs inside each training worker (``ActorRolloutRefWorker``) in colocated modes, and in
+the rollout pool's ``CheckpointEngineWorker`` in ``separate_async``. After every update it is
+handed the actor's full weights as ``(name, tensor)`` pairs -- a generator from the training
+worker, an async generator from a checkpoint engine's ``receive_weights`` -- copies them to CPU
+and sends them, in one call, to the HF server of its replica.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import ray
 import torch
 
 from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.utils import ensure_async_iterator
 
 
 class HFServerAdapter(BaseRollout):
@@ -40,7 +43,7 @@ class HFServerAdapter(BaseRollout):
         if wire_format != "named_tensors":
             raise ValueError(f"rollout.name=hf supports wire_format='named_tensors' only, got {wire_format!r}")
         named = []
-        for name, tensor in weights:
+        async for name, tensor in ensure_async_iterator(weights):
             if hasattr(tensor, "full_tensor"):  # DTensor from FSDP2
                 tensor = tensor.full_tensor()
             named.append((name, tensor.detach().to("cpu", copy=True)))
