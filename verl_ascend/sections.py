@@ -242,12 +242,15 @@ def markdown_table(sections: Optional[Iterable[type[Section]]] = None) -> str:
     """The docs' table of our own keys: key, default, accepted, and the class that declares it."""
     rows = ["| key | default | accepted | declared in |", "|---|---|---|---|"]
     for section in sections or declared():
-        where = f"`{section.__module__}.{section.__name__}`"
-        for dotted, default, accepted in section.keys():
-            shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
-            rows.append(f"| `{dotted}` | `{shown}` | {accepted} | {where} |")
+        where = f"`{section.__module__.replace('.', '/')}.py::{section.__name__}`"
+        for f in dataclasses.fields(section):
+            shown = str(f.default).lower() if isinstance(f.default, bool) else f.default
+            accepted = f.metadata["accepted"] + (f"; null: {f.metadata['null']}" if f.metadata["null"] else "")
+            rows.append(f"| `{section.SECTION}.{f.name}` | `{shown}` | {accepted} | {where} |")
     return "\n".join(rows)
 
 
-if __name__ == "__main__":
-    print(markdown_table())
+if __name__ == "__main__":  # run as __main__, this module's classes are copies: ask the imported module
+    from verl_ascend import sections as _sections
+
+    print(_sections.markdown_table())
