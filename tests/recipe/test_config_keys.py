@@ -14,16 +14,8 @@ from verl_ascend import sections
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "recipe" / "dapo_ascend" / "config"
 SHIPPED = sorted(p for p in CONFIG_DIR.rglob("*.yaml"))
-ABSENT = object()
-
-
-def _at(tree, dotted):
-    node = tree
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return ABSENT
-        node = node[part]
-    return node
+ABSENT = sections.ABSENT
+_at = sections.lookup  # (a YAML tree, dotted key) -> the value there, or ABSENT
 
 
 def _load(path: Path) -> dict:
