@@ -153,7 +153,7 @@ class Section:
         if node is ABSENT or node is None:
             return []
         if not isinstance(node, Mapping):
-            return [f"{cls.SECTION}={_show(node)}: accepted: a mapping of {cls.known()}"]
+            return [f"{cls.SECTION}={show(node)}: accepted: a mapping of {cls.known()}"]
         found = cls._unknown(node)
         for f in dataclasses.fields(cls):
             dotted = f"{cls.SECTION}.{f.name}"
@@ -163,7 +163,7 @@ class Section:
                 found.append(str(exc))
                 continue
             if value is not ABSENT and value is not None and not f.metadata["ok"](value):
-                found.append(f"{dotted}={_show(value)}: accepted: {f.metadata['accepted']}")
+                found.append(f"{dotted}={show(value)}: accepted: {f.metadata['accepted']}")
         return found
 
 
@@ -205,7 +205,7 @@ def lookup(config: Any, dotted: str, resolve: bool = True) -> Any:
     return node
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
     from omegaconf import OmegaConf
 
     if OmegaConf.is_config(value):

@@ -22,9 +22,9 @@ from omegaconf import DictConfig, ListConfig
 
 from verl_ascend import sections
 from verl_ascend.checks.rules_engine import rollout_names  # noqa: F401 (the recipe's view of the registry)
-from verl_ascend.sections import (  # noqa: F401 (the checks the table below uses)
+from verl_ascend.sections import (  # the checks the table below uses
     ABSENT,
-    _show,
+    show,
     any_int,
     boolean,
     non_negative_int,
@@ -136,7 +136,7 @@ def problems(config: DictConfig) -> list[str]:
                 found.append(f"{rule.key} is not set; accepted: {rule.accepted}")
             continue
         if not rule.ok(value):
-            found.append(f"{rule.key}={_show(value)}: accepted: {rule.accepted}")
+            found.append(f"{rule.key}={show(value)}: accepted: {rule.accepted}")
     return found
 
 

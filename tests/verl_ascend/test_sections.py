@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_ascend import sections
-from verl_ascend.sections import Section, SectionError, boolean, int_in, key, positive_number
+from verl_ascend.sections import Section, boolean, int_in, key, positive_number
 
 REPO = Path(__file__).resolve().parents[2]
 
