@@ -57,6 +57,13 @@ setup(
             "dapo_ascend = recipe.dapo_ascend.seams:SEAMS",
             "verl_ascend = verl_ascend.run.seams:SEAMS",
         ],
+        # Config sections of each home (one declaration per key), assembled by the neutral verl_ascend.sections.
+        "verl_ascend.sections": [
+            "doctor = verl_ascend.checks.options:DoctorOptions",
+            "fault_tolerance = verl_ascend.run.options:FaultTolerance",
+            "profile_check = verl_ascend.run.trace_check:ProfileCheckOptions",
+            "dapo_ascend = recipe.dapo_ascend.options:DapoAscendOptions",
+        ],
         # A recipe's config folder, for commands outside the recipe (python -m verl.ascend.env).
         "verl_ascend.configs": [
             "dapo_ascend = recipe.dapo_ascend.config_utils:CONFIGS",

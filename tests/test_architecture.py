@@ -23,6 +23,8 @@ sanctioned ones, each a registration by the owner or a launch as a user starts i
   ``recipe.dapo_ascend.checks:register_checks``, loaded by ``verl_ascend.checks.rules()``.
 - entry points of group ``verl_ascend.seams`` (setup.py): each home's ``seams:SEAMS`` (its seam rows), loaded
   by ``verl_ascend.seams.index.assembled()``, and the rows' ``install`` paths, run by ``verl_ascend.seams.install``.
+- entry points of group ``verl_ascend.sections`` (setup.py): each home's config sections (``Section`` subclasses,
+  one declaration per key), loaded by ``verl_ascend.sections.declared()``.
 """
 
 from __future__ import annotations

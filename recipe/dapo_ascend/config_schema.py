@@ -1,28 +1,40 @@
-"""A typed, range-checked view of every key the recipe and its tools read, checked before Ray.
+"""The pre-Ray schema: a typed, range-checked view of every key the recipe and its tools read.
 
 Why: OmegaConf keeps whatever the command line gave (``data.train_batch_size=8.5`` is a float,
 ``optim.lr=fast`` a string, ``rollout.n=0`` an int) and upstream converts or asserts late, inside
-Ray actors, or never (``rollout.n=0`` trains on nothing). Each rule here names a key and what is
-accepted; ``problems(config)`` lists every violation at once, ``check(config, error_cls)`` raises
-one error naming them all. Preflight, ``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor`` apply
-the same table, so all three accept and refuse the same configs.
+Ray actors, or never (``rollout.n=0`` trains on nothing). Each rule here names one of upstream's keys
+and what is accepted. Our own sections (``fault_tolerance``, ``profile_check``, ``doctor``,
+``trainer.v1.dapo_ascend``) are declared once, next to the code that reads them, and answer for
+themselves (``verl_ascend/sections.py``: ``sections.problems``). ``problems(config)`` lists every
+violation at once, ``check(config, error_cls)`` raises one error naming them all. Preflight,
+``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor`` apply the same table, so all three accept
+and refuse the same configs.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
-from typing import Any, Optional
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig
 
+from verl_ascend import sections
 from verl_ascend.checks.rules_engine import rollout_names  # noqa: F401 (the recipe's view of the registry)
-from verl_ascend.run.options import FaultTolerance
-from verl_ascend.run.warm_workers import MAX_WARM_WORKERS
+from verl_ascend.sections import (  # the checks the table below uses
+    ABSENT,
+    show,
+    any_int,
+    boolean,
+    non_negative_int,
+    non_negative_number,
+    one_of,
+    positive_int,
+    positive_number,
+    probability,
+)
 
-ABSENT = object()
 RESUME_MODES = ("auto", "disable", "resume_path")
 
 
@@ -34,71 +46,16 @@ class Rule:
     optional: bool = True  # None / absent is fine
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _number(v: Any) -> Optional[float]:
-    """``v`` as a finite float (int, float or a numeric string), else None."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v) if math.isfinite(float(v)) else None
-    if isinstance(v, str):
-        try:
-            f = float(v)
-        except ValueError:
-            return None
-        return f if math.isfinite(f) else None
-    return None
-
-
-def positive_int(v: Any) -> bool:
-    return _is_int(v) and v >= 1
-
-
-def non_negative_int(v: Any) -> bool:
-    return _is_int(v) and v >= 0
-
-
-def any_int(v: Any) -> bool:
-    return _is_int(v)
-
-
-def positive_number(v: Any) -> bool:
-    n = _number(v)
-    return n is not None and n > 0
-
-
-def non_negative_number(v: Any) -> bool:
-    n = _number(v)
-    return n is not None and n >= 0
-
-
-def probability(v: Any) -> bool:
-    n = _number(v)
-    return n is not None and 0 < n <= 1
-
-
-def boolean(v: Any) -> bool:
-    return isinstance(v, bool)
-
-
 def file_list(v: Any) -> bool:
     items = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple, ListConfig)) else None
     return bool(items) and all(isinstance(i, str) and i.strip() for i in items)
-
-
-def one_of(values: Iterable[str]) -> Callable[[Any], bool]:
-    allowed = tuple(values)
-    return lambda v: isinstance(v, str) and v in allowed
 
 
 def _rules() -> list[Rule]:
     ar, actor, rollout = "actor_rollout_ref", "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
     pint, nnint = "an integer >= 1", "an integer >= 0"
     names = rollout_names()
-    table = [
+    return [
         Rule("data.train_files", "a parquet file path or a non-empty list of them", file_list, optional=False),
         Rule("data.val_files", "a parquet file path or a non-empty list of them", file_list),
         Rule("data.train_batch_size", pint, positive_int, optional=False),
@@ -137,21 +94,7 @@ def _rules() -> list[Rule]:
         Rule("trainer.experiment_name", f"a plain folder name of at most {NAME_BYTES} bytes (no '/', not '.' or '..')",
              safe_name, optional=False),
         Rule("trainer.default_local_dir", "a folder path", lambda v: isinstance(v, str) and bool(v.strip()), optional=False),
-        Rule("trainer.v1.dapo_ascend.poll_interval_s", "a number > 0 (seconds)", positive_number),
-        Rule("trainer.v1.dapo_ascend.reward_in_agent_loop", "true or false", boolean),
-        Rule("trainer.v1.dapo_ascend.warm_workers", f"an integer from 0 (off) to {MAX_WARM_WORKERS}",
-             lambda v: non_negative_int(v) and v <= MAX_WARM_WORKERS),
-        Rule("fault_tolerance.rollout_timeout_s", "a number >= 0 (seconds; 0: off, wait forever)", non_negative_number),
-        Rule("fault_tolerance.server_ping_timeout_s", "a number > 0 (seconds)", positive_number),
-        Rule("fault_tolerance.allow_no_checkpoints", "true or false", boolean),
-        Rule("fault_tolerance.start_over", "true or false", boolean),
-        Rule("fault_tolerance.check_free_space", "true or false", boolean),
-        Rule("fault_tolerance.new_data_order", "true or false", boolean),
-        Rule("profile_check.enable", "true or false", boolean),
-        Rule("profile_check.strict", "true or false", boolean),
-        Rule("doctor.strict", "true or false", boolean),
     ]
-    return table
 
 
 # File systems limit one path component to 255 bytes (NAME_MAX on ext4, xfs, NFS); names are
@@ -176,28 +119,12 @@ def safe_name(v: Any) -> bool:
 def value_of(config: DictConfig, key: str) -> Any:
     """The resolved value at ``key``, ``ABSENT`` if not there; raises ValueError naming the key if
     an interpolation cannot resolve."""
-    try:
-        value = OmegaConf.select(config, key, default=ABSENT, throw_on_missing=True)
-    except Exception as exc:  # an interpolation to a missing key/env var, a missing value (???)
-        raise ValueError(f"{key}: cannot be resolved ({type(exc).__name__}: {exc})") from exc
-    return value
-
-
-def unknown_section_keys(config: DictConfig) -> list[str]:
-    """Keys under ``fault_tolerance`` that nothing reads (a typo would silently keep the default)."""
-    section = OmegaConf.select(config, "fault_tolerance", default=None)
-    if not isinstance(section, DictConfig):
-        return []
-    known = [f.name for f in fields(FaultTolerance)]
-    return [
-        f"fault_tolerance.{key}: unknown key; accepted keys: {known}"
-        for key in section.keys() if key not in known
-    ]
+    return sections.lookup(config, key)
 
 
 def problems(config: DictConfig) -> list[str]:
-    """Every key of the table whose value is not accepted: ``key=value: accepted is ...``."""
-    found = unknown_section_keys(config)
+    """Every key whose value is not accepted: ``key=value: accepted is ...``; our own sections' first."""
+    found = sections.problems(config)
     for rule in _rules():
         try:
             value = value_of(config, rule.key)
@@ -209,14 +136,8 @@ def problems(config: DictConfig) -> list[str]:
                 found.append(f"{rule.key} is not set; accepted: {rule.accepted}")
             continue
         if not rule.ok(value):
-            found.append(f"{rule.key}={_show(value)}: accepted: {rule.accepted}")
+            found.append(f"{rule.key}={show(value)}: accepted: {rule.accepted}")
     return found
-
-
-def _show(value: Any) -> str:
-    if OmegaConf.is_config(value):
-        value = OmegaConf.to_container(value, resolve=False)
-    return repr(value)
 
 
 def check(config: DictConfig, error_cls: type[Exception]) -> None:

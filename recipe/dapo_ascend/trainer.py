@@ -20,7 +20,7 @@ Registered with upstream's ``register_trainer`` and selected by
   scoring time from the agent loop's own per-sample metrics (``agent_loop/generate_sequences``
   and ``agent_loop/compute_score``, mean and max); the rest of ``gen`` is the replay buffer
   waiting for its next poll and dynamic sampling's refill rounds (benchmarks/embedded_default.py);
-- around each profiled step, ``verl_ascend.report.check.TraceCheck`` verifies that every
+- around each profiled step, ``verl_ascend.run.trace_check.TraceCheck`` verifies that every
   trace that was asked for is on disk, and says why not (warning, or error under
   ``profile_check.strict``) -- never silently nothing;
 - ``trainer.v1.dapo_ascend.rollout_tail`` (off by default) cuts the rollout long tail:
@@ -43,7 +43,7 @@ import os
 import numpy as np
 import transfer_queue as tq
 
-from verl_ascend.report.check import TraceCheck
+from verl_ascend.run.trace_check import TraceCheck
 from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
@@ -118,7 +118,7 @@ class DAPOAscendTrainer(PPOTrainerSync):
     - ``rollout_tail``: the long-tail policy (``recipe/dapo_ascend/rollout_tail``; observes only when off);
     - ``rollout_watchdog``: a dead or stalled rollout server fails the step clearly (``verl_ascend/run/watchdog.py``);
     - ``journal``: status.json, prompt ledger, checkpoint markers, appended metrics (``verl_ascend/run/journal.py``);
-    - ``trace_check``: every trace asked for is on disk (``verl_ascend/report/check.py``; None unless profiling).
+    - ``trace_check``: every trace asked for is on disk (``verl_ascend/run/trace_check.py``; None unless profiling).
 
     The hooks below are the only places they are called, in the order written there.
     """

@@ -1,12 +1,13 @@
-"""Profiling for verl-ascend: the bottleneck report, trace checks, offline NPU parsing, the regression gate.
+"""Profiling for verl-ascend: the bottleneck report, offline NPU parsing, the regression gate.
 
 * ``python -m verl_ascend.report.report DIR [DIR...]`` -- the article's table from what a profiled
   run leaves (traces, torch_npu text export, metrics log), as text, JSON and plots.
-* :func:`verl_ascend.report.check.check_traces` -- called after each profiled step; says loudly
-  when an asked-for trace is not on disk, and why.
 * ``python -m verl_ascend.report.offline DIR`` -- parse raw torch_npu data whose online parse failed.
 * ``python -m verl_ascend.report.gate METRICS --baseline FILE`` -- a run's metrics against a stored
   baseline over a step window; exit 1 on a regression.
+
+The check that runs after each profiled step of a live run (is every asked-for trace on disk?) belongs
+to the run machinery: ``verl_ascend/run/trace_check.py``.
 
 Nothing here imports torch, torch_npu or upstream verl at import time: the report must run on any
 machine, in a lean process. Living outside upstream's ``verl`` namespace, importing it never runs

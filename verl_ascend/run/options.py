@@ -1,46 +1,32 @@
-"""Typed views of the run machinery's own config sections, each parsed in one place.
+"""The run machinery's config section ``fault_tolerance``, declared once (``verl_ascend/sections.py``).
 
-``fault_tolerance`` (recipe configs, ``dapo_base.yaml``) is read by the watchdog in the trainer
-process and by the run guard in the driver; both build this dataclass from the config instead of
-selecting keys one by one, so a key's name, type and default are written once. Booleans go
-through the distribution's one parser (``verl_ascend.envs.parse_bool``), so ``start_over: "no"``
-means no, and an unreadable value names the key.
+Read by the watchdog in the trainer process and by the run guard in the driver; both build this
+dataclass from the config instead of selecting keys one by one. Each key's default, type and accepted
+range are written here only: the pre-Ray schema, the YAML test and the docs' key table derive from it.
+Booleans go through the distribution's one parser (``verl_ascend.envs.parse_bool``), so
+``start_over: "no"`` means no, and an unreadable value names the key.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
-from verl_ascend.envs import parse_bool
+from verl_ascend.sections import Section, boolean, key, non_negative_number, positive_number
+
+TF = "true or false"
 
 
 @dataclass(frozen=True)
-class FaultTolerance:
+class FaultTolerance(Section):
     """``fault_tolerance.*``: when a rollout counts as failed, and what a start may overwrite."""
 
-    rollout_timeout_s: float = 1800.0  # no rollout progress for this long fails the step; 0 = off
-    server_ping_timeout_s: float = 60.0  # a ping unanswered this long marks a server unresponsive
-    allow_no_checkpoints: bool = False  # trainer.save_freq <= 0 is refused unless true
-    start_over: bool = False  # a start that would resume nothing on top of earlier records: refused unless true
-    check_free_space: bool = True  # refuse a checkpoint folder without room for one checkpoint
-    new_data_order: bool = False  # resume on changed training data: a fresh data order (else refused)
+    SECTION = "fault_tolerance"
 
-    @classmethod
-    def from_config(cls, config: Any) -> "FaultTolerance":
-        from omegaconf import OmegaConf
-
-        values = {}
-        for f in fields(cls):
-            key = f"fault_tolerance.{f.name}"
-            raw = OmegaConf.select(config, key, default=None)
-            if raw is None:
-                continue
-            if f.type in ("bool", bool):
-                values[f.name] = parse_bool(key, raw)
-            else:
-                try:
-                    values[f.name] = float(raw)
-                except (TypeError, ValueError):
-                    raise ValueError(f"{key}={raw!r}: expected a number of seconds") from None
-        return cls(**values)
+    # No rollout progress for this long fails the step; 0 = off.
+    rollout_timeout_s: float = key(1800.0, "a number >= 0 (seconds; 0: off, wait forever)", non_negative_number)
+    # A ping unanswered this long marks a server unresponsive.
+    server_ping_timeout_s: float = key(60.0, "a number > 0 (seconds)", positive_number)
+    allow_no_checkpoints: bool = key(False, TF, boolean)  # trainer.save_freq <= 0 is refused unless true
+    start_over: bool = key(False, TF, boolean)  # a start resuming nothing on top of earlier records: refused unless true
+    check_free_space: bool = key(True, TF, boolean)  # refuse a checkpoint folder without room for one checkpoint
+    new_data_order: bool = key(False, TF, boolean)  # resume on changed training data: a fresh data order (else refused)

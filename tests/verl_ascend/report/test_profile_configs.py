@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from verl_ascend.report.check import TraceCheck, config_reasons, expected_traces
+from verl_ascend.run.trace_check import TraceCheck, config_reasons, expected_traces
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[3] / "recipe" / "dapo_ascend" / "config")
 PROFILES = sorted(p.stem for p in (Path(CONFIG_DIR) / "profile").glob("*.yaml"))

@@ -6,7 +6,7 @@ model, with ``trainer.device=npu``, the env profile and the fused ops; step 2 is
 
 - check 4 (``dapo``): both steps wrote metrics, and the patched forwards ran their fused kernels
   (the counts of :mod:`verl.ascend.ops.counts`, written by every training process);
-- check 5 (``trace``): the step-2 trace is on disk (``verl_ascend.report.check``), and the report's
+- check 5 (``trace``): the step-2 trace is on disk (``verl_ascend.run.trace_check``), and the report's
   checklist finds the fused kernels RmsNorm, SwiGlu, RotaryMul in it, and MatmulAllReduce when mc2
   at rollout TP > 1 was asked for. Under the emulator there are no device kernels: the emulator's
   op ranges (``verl.ascend.emulator.TRACE_PREFIX``) in the CPU trace stand in for them.
@@ -111,7 +111,7 @@ def emulator_ranges(paths: list[Path]) -> dict[str, int]:
 
 
 def trace_check(folder: Path, emulated: bool, tp: int, mc2_requested: bool, run_ok: bool = True) -> Check:
-    from verl_ascend.report.check import check_traces, find_traces
+    from verl_ascend.run.trace_check import check_traces, find_traces
     from verl_ascend.report.report import build_report
 
     check = Check("trace", f"the profiled step {PROFILED_STEP}: its trace holds the expected kernels")

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from verl_ascend.sections import Section, boolean, key
+
 logger = logging.getLogger(__name__)
 
 KINDS = ("train", "rollout")
@@ -57,20 +59,13 @@ _MISSING = object()
 
 
 @dataclass(frozen=True)
-class ProfileCheckOptions:
+class ProfileCheckOptions(Section):
     """``profile_check.*`` (the recipe's profile configs): check that each asked-for trace was written."""
 
-    enable: bool = True  # off: no check at all
-    strict: bool = False  # a missing trace fails the step instead of a loud warning
+    SECTION = "profile_check"
 
-    @classmethod
-    def from_config(cls, config: Any) -> "ProfileCheckOptions":
-        from verl_ascend.envs import parse_bool
-
-        return cls(
-            enable=parse_bool("profile_check.enable", _get(config, "profile_check.enable", True)),
-            strict=parse_bool("profile_check.strict", _get(config, "profile_check.strict", False)),
-        )
+    enable: bool = key(True, "true or false", boolean)  # off: no check at all
+    strict: bool = key(False, "true or false", boolean)  # a missing trace fails the step instead of a loud warning
 
 
 def _get(config: Any, dotted: str, default: Any = None) -> Any:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from verl_ascend.report.check import (
+from verl_ascend.run.trace_check import (
     MissingTraceError,
     attach_trace_check,
     MissingTraceWarning,
