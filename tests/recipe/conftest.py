@@ -4,7 +4,8 @@
 and calls ``main_dapo.main_with_config``, with ``run`` (Ray, training) replaced by a stub that records
 its config. It returns a ``subprocess.CompletedProcess``-shaped result: the exit status and what the
 entry point printed on stdout and stderr. ``entry.cli(*argv)`` goes through ``main_dapo.cli`` for what
-is refused before the config is composed (upstream's old keys, a key Hydra cannot override).
+its command line refuses before Hydra composes anything (upstream's old keys); Hydra's own launch
+(``hydra.main``) is not run in this process: a test that needs it starts a subprocess (marker ``e2e``).
 
 A start that stops before Ray must leave this process as it found it: the fixture fails a test whose
 refused start kept a run lock or changed ``os.environ``, and puts back what a committed start kept
@@ -54,6 +55,7 @@ def entry(tiny_dir, tmp_path, monkeypatch, capsys):
     def cli(*argv: str) -> subprocess.CompletedProcess:
         environ = dict(os.environ)
         monkeypatch.setattr("sys.argv", ["main_dapo", "--config-name", "dapo_tiny_cpu", f"tiny_dir={tiny_dir}", *argv])
+        monkeypatch.setattr(main_dapo, "main", lambda: pytest.fail("the command line accepted it: Hydra would launch"))
         try:
             main_dapo.cli()
             code = 0
