@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 from verl_ascend import checks
 from verl_ascend.checks.findings import ERROR, WARN, Finding
-from verl_ascend.checks.preflight import PreflightError
 from verl_ascend.checks.pipeline import GATE, INPUTS, from_check, keys_named, tag
 from verl_ascend.checks.view import ConfigView
+from verl_ascend.run.run_guard import StartRefused
 
 # The recipe's trainer (recipe/dapo_ascend/trainer.py) runs as upstream's "sync" trainer.
 TRAINER_MODE = "dapo_ascend"
@@ -82,7 +82,7 @@ tag(config_types, stage=GATE, launch=True)
 tag(rollout_tail_policy, launch=True)
 _check_destination.__doc__ = "Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."
 destination_unusable = from_check(
-    "destination_unusable", _check_destination, (PreflightError,), stage=INPUTS, needs=("model_unusable",)
+    "destination_unusable", _check_destination, (StartRefused,), stage=INPUTS, needs=("model_unusable",)
 )  # its checkpoint-size estimate reads the model folder
 
 RULES = (config_types, rollout_tail_policy, destination_unusable)

@@ -4,22 +4,22 @@ The whole path, in order:
 1. Hydra composes ``config/<name>.yaml`` on top of upstream's ``ppo_trainer`` config; every
    upstream-style override works (``data.max_response_length=1234``, ``+foo=bar``).
 2. ``DRY_RUN=1``: print the composed config, env profile and the checks' findings and verdict, and exit.
-3. The run folder, if it exists, is locked first (one live run per folder): a second run is refused
-   at once naming the first, before any expensive check.
-4. The one validation pipeline (``verl_ascend.checks.validate``, via ``preflight.check_all``: typed
-   keys, upstream's config objects and ``validate_config``, batch arithmetic, rollout-tail policy,
-   the doctor's rules, env-profile conflicts, then model, checkpoint destination and data rows) runs
-   in this process, before Ray starts and before anything in the output folder changes: bad input
-   fails in seconds with every culprit named at once, exit status 2.
-5. A start that would resume nothing on top of recorded history is refused, and only then are the
-   run's files brought in line with the checkpoint it resumes (``verl_ascend/run/run_guard.py``,
-   ``verl_ascend/run/checkpoints.py``).
-6. A guardian process takes the run lock with it and kills the run's Ray processes if this process
+3. ``preflight.prepare``, one call before Ray; ``NoStart`` carries the exit status and the line when
+   it stops the start. The run folder, if it exists, is locked first (one live run per folder): a
+   second run is refused at once naming the first, before any expensive check. Then the one
+   validation pipeline (``verl_ascend.checks.validate``, via ``preflight.check_all``: typed keys,
+   upstream's config objects and ``validate_config``, batch arithmetic, rollout-tail policy, the
+   doctor's rules, env-profile conflicts, then model, checkpoint destination and data rows) runs in
+   this process, before anything in the output folder changes: bad input fails in seconds with every
+   culprit named at once, exit status 2. A start that would resume nothing on top of recorded history
+   is refused, and only then are the run's files brought in line with the checkpoint it resumes
+   (``verl_ascend/run/run_guard.py``, ``verl_ascend/run/checkpoints.py``).
+4. A guardian process takes the run lock with it and kills the run's Ray processes if this process
    dies; SIGTERM/SIGINT stop the run at once, exit 128+signal and say how to resume
    (``verl_ascend/run/lifetime.py``). Every Ray start retries Ray's start-up timeout (``cluster.py``).
-7. With ``trainer.v1.dapo_ascend.warm_workers`` > 0 this process starts the local Ray cluster
+5. With ``trainer.v1.dapo_ascend.warm_workers`` > 0 this process starts the local Ray cluster
    itself, with workers that import verl ahead of the actors (``verl_ascend/run/warm_workers.py``).
-8. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
+6. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
    progress line per step from the metrics file.
 
 Hydra writes no ``./outputs/<date>/<time>/`` folder (``HYDRA_QUIET``).
@@ -37,55 +37,15 @@ from typing import Optional
 import hydra
 from omegaconf import DictConfig
 
+from recipe.dapo_ascend.preflight import NoStart, prepare
 from verl_ascend import envs
+from verl_ascend.checks import exits
 from verl_ascend.run.checkpoints import export_to_workers
 from verl_ascend.paths import RunPaths
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONFIG = "dapo_tiny_cpu"
-
-
-def prepare(config: DictConfig) -> None:
-    """Everything that must happen in the driver before Ray starts; raises PreflightError.
-
-    Order matters: every check that can refuse the start runs before anything in the output
-    folder changes, so a refused start leaves an existing run's history byte for byte intact.
-    """
-    from omegaconf.errors import OmegaConfBaseException
-    from verl.utils.device import auto_set_device
-
-    from recipe.dapo_ascend import preflight
-    from verl_ascend.run import checkpoints, cluster, data_order, files, run_guard
-    from verl_ascend.run.options import FaultTolerance
-
-    auto_set_device(config)
-    # First of all (cheap): this process owns the existing run folders; a second run stops here,
-    # at once, not after the checks (30-150 s on a busy machine). Locking creates nothing.
-    try:
-        folders = list(checkpoints.run_paths(config))
-    except OmegaConfBaseException:  # a missing or broken path key: the checks below name it
-        folders = []
-    run_guard.RunLock.acquire(folders, preflight.PreflightError)
-    if not envs.flag(preflight.DOCTOR_SWITCH):
-        logger.warning("VERL_ASCEND_DOCTOR=0: the config doctor's advice is skipped (launch checks still run)")
-    preflight.check_all(config)
-    cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
-    folders = list(checkpoints.run_paths(config))
-    plan = checkpoints.plan_resume(config, preflight.PreflightError)
-    start_over = run_guard.guard_history(
-        config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, preflight.PreflightError
-    )
-    run_guard.check_nothing_left(config, plan.step)
-    plan.data_order = data_order.plan_data_order(  # the resumed checkpoint's data, or a refusal
-        config, plan.step, plan.run_dir, FaultTolerance.from_config(config).new_data_order, preflight.PreflightError
-    )
-    # Committed to start: only now may files in the output folder change.
-    run_guard.RunLock.acquire(folders, preflight.PreflightError, create=True)
-    run_guard.RunLock.record_owner(plan.run_dir)
-    if start_over:
-        print(f"[verl-ascend] fault_tolerance.start_over=true: {plan.why}; earlier records go to dated side files", flush=True)
-    checkpoints.prepare_run(config, plan)  # checkpoint picked; metrics/prompt logs continue
 
 
 EXTERNAL_MODULE = "recipe.dapo_ascend.register"
@@ -135,27 +95,19 @@ def run(config: DictConfig) -> None:
 
 
 def main_with_config(config: DictConfig) -> int:
-    from recipe.dapo_ascend.preflight import PreflightError
-
-    from verl_ascend.run.files import RunFileError
+    """The launch on a composed config: the dry run, or ``prepare`` then ``run``; returns the exit status."""
     from verl_ascend.run.lifetime import RunEnded
-    from verl_ascend.run.run_guard import NothingToTrain
 
     try:
         if envs.flag("DRY_RUN"):
             from recipe.dapo_ascend import dry_run
 
             return int(dry_run.main(config) or 0)
-        prepare(config)
-    except NothingToTrain as exc:
-        print(f"[verl-ascend] {exc}", flush=True)
-        return 0
-    except (PreflightError, envs.EnvValueError) as exc:
-        print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    except RunFileError as exc:  # the run folder stopped taking writes while it was being prepared
-        print(f"[verl-ascend] error: {exc}", file=sys.stderr, flush=True)
-        return 1
+        prepare(config)  # before Ray: refused (2), nothing to train (0) or the run folder failed (1)
+    except envs.EnvValueError as exc:  # DRY_RUN, or a switch the dry run reads, unreadable
+        return NoStart(exits.REFUSED, str(exc)).report()
+    except NoStart as stop:
+        return stop.report()
     try:
         run(config)
     except RunEnded as end:  # SIGTERM/SIGINT, or Ray that would not start: the message says what was kept

@@ -18,46 +18,12 @@ import pytest
 
 from verl_ascend.run import checkpoints
 from verl_ascend.run.files import RESUME_LOG, read_jsonl
-from verl_ascend.run.run_guard import RunLock
-from tests.recipe.helpers import REPO
 
 EXPERIMENT = "dapo_tiny_cpu"
 
 
-@pytest.fixture
-def entry(tiny_dir, tmp_path, monkeypatch, capsys):
-    """``start(*overrides) -> (exit code, stdout + stderr)`` of the entry point on the tiny config."""
-    from hydra import compose, initialize_config_dir
-
-    from recipe.dapo_ascend import main_dapo
-
-    monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(tmp_path / "out"))
-    for name in ("VERL_FILE_LOGGER_PATH", "DRY_RUN", "RAY_ADDRESS"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(RunLock, "held", [])
-    monkeypatch.setattr(RunLock, "locked", set())
-    started = []
-    monkeypatch.setattr(main_dapo, "run", lambda config: started.append(config))
-
-    def start(*overrides):
-        with initialize_config_dir(config_dir=str(REPO / "recipe" / "dapo_ascend" / "config"), version_base=None):
-            cfg = compose(config_name="dapo_tiny_cpu", overrides=[f"tiny_dir={tiny_dir}", *overrides])
-        code = main_dapo.main_with_config(cfg)
-        captured = capsys.readouterr()
-        return code, captured.out + captured.err
-
-    def release():  # what the end of the driver process does
-        while RunLock.held:
-            os.close(RunLock.held.pop())
-        RunLock.locked.clear()
-
-    start.started, start.release = started, release
-    yield start
-    release()
-
-
 def _refused(result, *needles):
-    code, text = result
+    code, text = result.returncode, result.stdout + result.stderr
     assert code == 2, text[-3000:]
     for needle in needles:
         assert needle in text, (needle, text[-3000:])
@@ -80,8 +46,9 @@ def test_refused_before_ray_naming_the_key(entry, tmp_path, overrides, needles):
 
 def test_accepted_bounds(entry):
     """The largest warm-worker count, a 200-byte name and rollout_timeout_s=0 (documented: off) start."""
-    code, text = entry("trainer.v1.dapo_ascend.warm_workers=64", f"trainer.experiment_name={'n' * 200}",
-                       "fault_tolerance.rollout_timeout_s=0")
+    r = entry("trainer.v1.dapo_ascend.warm_workers=64", f"trainer.experiment_name={'n' * 200}",
+              "fault_tolerance.rollout_timeout_s=0")
+    code, text = r.returncode, r.stdout + r.stderr
     assert code == 0 and len(entry.started) == 1, text[-3000:]
     from verl_ascend.run.options import FaultTolerance
     from verl_ascend.run.watchdog import RolloutWatchdog
@@ -154,7 +121,8 @@ def test_second_demo_with_an_outside_metrics_file_starts_from_step_1(entry, tmp_
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(metrics))
     out = tmp_path / "out"
     for attempt in (1, 2):
-        code, text = entry()
+        r = entry()
+        code, text = r.returncode, r.stdout + r.stderr
         assert code == 0 and len(entry.started) == attempt, text[-3000:]
         assert "training starts from step 1" in text
         run_dir = out / EXPERIMENT
@@ -218,8 +186,9 @@ def test_unknown_vllm_engine_argument(entry, tmp_path, key, needles):
 def test_known_vllm_engine_arguments_start(entry):
     """Options of `vllm serve` in either spelling (the parser takes both) reach the start."""
     pytest.importorskip("vllm.engine.arg_utils", reason="vLLM not installed")
-    code, text = entry("actor_rollout_ref.rollout.name=vllm", "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_logprobs=4",
-                       "+actor_rollout_ref.rollout.engine_kwargs.vllm.max-num-batched-tokens=64")
+    r = entry("actor_rollout_ref.rollout.name=vllm", "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_logprobs=4",
+              "+actor_rollout_ref.rollout.engine_kwargs.vllm.max-num-batched-tokens=64")
+    code, text = r.returncode, r.stdout + r.stderr
     assert code == 0 and len(entry.started) == 1, text[-3000:]
     assert entry.started[0].actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager is True  # tiny_cpu's
 

@@ -1,9 +1,11 @@
 """Nothing silently accepted, nothing lost: every bad input below is refused by the real entry
-point before Ray starts (exit 2, the key named, no traceback), and a refused start leaves every
-byte of an existing run's output folder as it was (checksums before and after).
+point before Ray starts (exit 2, the key named on stderr, no traceback), and a refused start leaves
+every byte of an existing run's output folder as it was (checksums before and after).
 
-Each case is one subprocess run of ``python -m recipe.dapo_ascend.main_dapo`` with real files
-(models, data, output folders); none starts Ray, so each takes seconds.
+Each case runs the entry point in this process (``entry``, tests/recipe/conftest.py: Hydra's compose,
+then ``main_with_config``; Ray replaced by a stub that must never be called) with real files (models,
+data, output folders). One case stays a subprocess of ``python -m recipe.dapo_ascend.main_dapo``
+(marker ``e2e``): what Hydra's own launch writes into the working directory.
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from pathlib import Path
 import pytest
 
 from tests.launch import require_e2e
-from tests.recipe.helpers import REPO, run_recipe
+from tests.recipe.helpers import REPO
 
 
 def _assert_refused_cleanly(result, *needles):
     text = result.stderr + result.stdout
     assert result.returncode == 2, text[-3000:]
     for needle in needles:
-        assert needle in text, (needle, text[-3000:])
+        assert needle in result.stderr, (needle, text[-3000:])
+    assert result.stderr.count("[verl-ascend] error: ") <= 1, text[-3000:]  # one refusal, on stderr
     assert "Traceback" not in text, text[-3000:]
     assert "ray init kwargs" not in text and "Started a local Ray" not in text  # Ray never started
 
@@ -56,11 +59,11 @@ CONFIG_CASES = [
 
 
 @pytest.mark.parametrize("overrides, needles", CONFIG_CASES, ids=[" ".join(c[0]) for c in CONFIG_CASES])
-@pytest.mark.e2e
-def test_bad_value_is_refused_before_ray(tiny_dir, tmp_path, overrides, needles):
-    r = run_recipe(overrides, tiny_dir, tmp_path / "out")
+def test_bad_value_is_refused_before_ray(entry, tmp_path, overrides, needles):
+    # Upstream's old keys do not compose: the command line's migration report refuses them first.
+    r = entry.cli(*overrides) if overrides[0].startswith("reward_model.") else entry(*overrides)
     _assert_refused_cleanly(r, *needles)
-    assert not (tmp_path / "out").exists()  # a refused start writes nothing
+    assert entry.started == [] and not (tmp_path / "out").exists()  # a refused start writes nothing
 
 
 @pytest.mark.e2e
@@ -80,22 +83,19 @@ def test_refused_start_writes_no_hydra_folder(tiny_dir, tmp_path):
     assert list(cwd.iterdir()) == [] and not (tmp_path / "out").exists()
 
 
-@pytest.mark.e2e
-def test_dry_run_and_doctor_apply_the_same_view(tiny_dir, tmp_path):
+def test_dry_run_and_doctor_apply_the_same_view(entry, tmp_path, monkeypatch, capsys):
     """``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor --strict`` refuse what preflight refuses."""
-    import subprocess
-    import sys
+    from recipe.dapo_ascend import doctor
 
-    env = {**os.environ, "VERL_ASCEND_TINY_DIR": str(tiny_dir), "VERL_ASCEND_OUTPUT_DIR": str(tmp_path)}
-    dry = run_recipe(["data.train_batch_size=abc"], tiny_dir, tmp_path, env={"DRY_RUN": "1"})
+    monkeypatch.setenv("DRY_RUN", "1")
+    dry = entry("data.train_batch_size=abc")
     assert dry.returncode == 2 and "data.train_batch_size='abc'" in dry.stderr, dry.stderr[-2000:]
-    doctor = subprocess.run(
-        [sys.executable, "-m", "recipe.dapo_ascend.doctor", "--strict", "--config-name", "dapo_tiny_cpu",
-         "actor_rollout_ref.rollout.n=0"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert doctor.returncode == 2 and "actor_rollout_ref.rollout.n=0" in doctor.stderr, doctor.stderr[-2000:]
-    assert "Traceback" not in dry.stderr + doctor.stderr
+    monkeypatch.delenv("DRY_RUN")
+    code = doctor.main(["--strict", "--config-name", "dapo_tiny_cpu", "actor_rollout_ref.rollout.n=0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "actor_rollout_ref.rollout.n=0" in err, err[-2000:]
+    assert "Traceback" not in dry.stderr + err
+    assert entry.started == [] and not (tmp_path / "out").exists()
 
 
 # ----------------------------------------------------------------------------- bad files
@@ -133,48 +133,50 @@ MODEL_CASES = [
 
 
 @pytest.mark.parametrize("damage, needles", MODEL_CASES, ids=[c[0].__name__ for c in MODEL_CASES])
-@pytest.mark.e2e
-def test_bad_model_folder_is_refused(tiny_dir, tmp_path, damage, needles):
+def test_bad_model_folder_is_refused(entry, tiny_dir, tmp_path, damage, needles):
     model = _model_copy(tiny_dir, tmp_path)
     damage(model)
-    r = run_recipe([f"actor_rollout_ref.model.path={model}"], tiny_dir, tmp_path / "out")
+    before = _digest_tree(model)
+    r = entry(f"actor_rollout_ref.model.path={model}")
     _assert_refused_cleanly(r, *needles)
+    assert entry.started == [] and not (tmp_path / "out").exists() and _digest_tree(model) == before
 
 
-@pytest.mark.e2e
-def test_folder_given_as_train_files(tiny_dir, tmp_path):
-    r = run_recipe([f"data.train_files={tiny_dir / 'data'}"], tiny_dir, tmp_path)
+def test_folder_given_as_train_files(entry, tiny_dir, tmp_path):
+    r = entry(f"data.train_files={tiny_dir / 'data'}")
     _assert_refused_cleanly(r, "data.train_files", "is a folder", "parquet file")
+    assert entry.started == [] and not (tmp_path / "out").exists()
 
 
-@pytest.mark.e2e
-def test_checkpoint_dir_under_a_regular_file(tiny_dir, tmp_path):
+def test_checkpoint_dir_under_a_regular_file(entry, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    r = run_recipe([f"trainer.default_local_dir={blocker}/ckpt"], tiny_dir, tmp_path / "out")
+    r = entry(f"trainer.default_local_dir={blocker}/ckpt")
     _assert_refused_cleanly(r, "trainer.default_local_dir", "is a file, not a folder")
-    assert blocker.read_text() == "x"
+    assert blocker.read_text() == "x" and entry.started == [] and not (tmp_path / "out").exists()
 
 
-@pytest.mark.e2e
-def test_output_folder_under_a_regular_file(tiny_dir, tmp_path):
+def test_output_folder_under_a_regular_file(entry, tmp_path, monkeypatch):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    r = run_recipe(["data.skip_bad_rows=true"], tiny_dir, blocker / "out")
+    monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(blocker / "out"))
+    r = entry("data.skip_bad_rows=true")
     _assert_refused_cleanly(r, "is a file, not a folder")
+    assert blocker.read_text() == "x" and entry.started == []
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
-@pytest.mark.e2e
-def test_read_only_output_folder(tiny_dir, tmp_path):
+def test_read_only_output_folder(entry, tmp_path, monkeypatch):
     out = tmp_path / "ro"
     out.mkdir()
     out.chmod(0o555)
+    monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(out))
     try:
-        r = run_recipe([], tiny_dir, out)
+        r = entry()
     finally:
         out.chmod(0o755)
     _assert_refused_cleanly(r, "cannot write in")
+    assert list(out.iterdir()) == [] and entry.started == []
 
 
 # ----------------------------------------------------------------------------- history kept
@@ -218,24 +220,23 @@ HISTORY_CASES = [
 
 
 @pytest.mark.parametrize("overrides, needles", HISTORY_CASES, ids=[" ".join(c[0]) for c in HISTORY_CASES])
-@pytest.mark.e2e
-def test_refused_start_leaves_every_byte(tiny_dir, finished_run, overrides, needles):
+def test_refused_start_leaves_every_byte(entry, finished_run, overrides, needles):
     before = _digest_tree(finished_run)
     overrides = [o.replace("{out}", str(finished_run)) for o in overrides]
-    r = run_recipe(overrides, tiny_dir, finished_run)
+    r = entry(*overrides)
     _assert_refused_cleanly(r, *needles)
-    assert _digest_tree(finished_run) == before
+    assert _digest_tree(finished_run) == before and entry.started == []
     assert not Path("/typo").exists()
 
 
-@pytest.mark.e2e
-def test_rerun_after_the_final_step_says_why_nothing_trains(tiny_dir, finished_run):
+def test_rerun_after_the_final_step_says_why_nothing_trains(entry, finished_run):
     before = _digest_tree(finished_run)
-    r = run_recipe(["trainer.total_training_steps=4"], tiny_dir, finished_run)
+    r = entry("trainer.total_training_steps=4")
     text = r.stdout + r.stderr
     assert r.returncode == 0, text[-3000:]
-    assert "nothing to train" in text and "step 4" in text and "trainer.total_training_steps=4" in text
-    assert "ray init kwargs" not in text
+    (line,) = [x for x in r.stdout.splitlines() if x.startswith("[verl-ascend] nothing to train")]  # stdout: no error
+    assert "step 4" in line and "trainer.total_training_steps=4" in line and "Ray was not started" in line
+    assert "error" not in r.stderr and entry.started == []
     assert _digest_tree(finished_run) == before
 
 

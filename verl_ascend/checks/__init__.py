@@ -6,7 +6,7 @@ model folder and data rows) and those registered by backends and recipes through
 group ``verl_ascend.checks`` (the Ascend env-profile conflicts, the recipe's typed keys, rollout-tail
 policy and checkpoint destination). It returns every ``Finding`` (errors first) and never raises for
 a problem in the config, so a refusal names every culprit at once. The entry point
-(``main_dapo.prepare``: with ``inputs=True``), ``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor``
+(``recipe/dapo_ascend/preflight.py::prepare``: with ``inputs=True``), ``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor``
 all call it, so they reach the same verdict on the same config. Stages and tags: ``pipeline.py``.
 
 Why: a DAPO job on 128 Ascend cards runs for days, and several settings that look right do

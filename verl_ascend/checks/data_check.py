@@ -37,6 +37,10 @@ SKIP_FLAG = "data.skip_bad_rows"
 CHUNK = 4096
 
 
+class DataError(ValueError):
+    """A dataset file or row the run cannot use; the message names the file, row and field."""
+
+
 @dataclass(frozen=True)
 class RowProblem:
     row: int
@@ -164,8 +168,8 @@ class FileReport:
     overlong_allowed: int  # over max_prompt_length but dropped (filter) or truncated upstream
 
 
-def check_file(path: str, config: DictConfig, length_fn: Optional[Callable[[list], int]], error_cls) -> tuple[Any, FileReport]:
-    """Read and check one parquet file; file-level problems raise ``error_cls``."""
+def check_file(path: str, config: DictConfig, length_fn: Optional[Callable[[list], int]]) -> tuple[Any, FileReport]:
+    """Read and check one parquet file; file-level problems raise ``DataError``."""
     import pyarrow.parquet as pq
 
     data = config.data
@@ -174,15 +178,15 @@ def check_file(path: str, config: DictConfig, length_fn: Optional[Callable[[list
     try:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise error_cls(f"{path!r} is not a readable parquet file: {exc}") from exc
+        raise DataError(f"{path!r} is not a readable parquet file: {exc}") from exc
     missing = [c for c in (prompt_key, source_key, "reward_model") if c not in table.column_names]
     if missing:
-        raise error_cls(
+        raise DataError(
             f"{path!r} lacks column(s) {missing}; the DAPO recipe needs {prompt_key!r} (chat messages), "
             f"{source_key!r} and 'reward_model' ({{'ground_truth': ...}}). Columns present: {table.column_names}"
         )
     if table.num_rows == 0:
-        raise error_cls(f"{path!r} has no rows")
+        raise DataError(f"{path!r} has no rows")
     names = [prompt_key, source_key, "reward_model"] + (["extra_info"] if "extra_info" in table.column_names else [])
     columns, problems = read_columns(table, names)
     undecodable = {p.row for p in problems}
@@ -258,10 +262,10 @@ def summarize(problems: list[RowProblem], limit: int = 5) -> str:
     return shown
 
 
-def check_all_files(config: DictConfig, error_cls, check_lengths: bool = True, log=print) -> dict[str, int]:
+def check_all_files(config: DictConfig, check_lengths: bool = True, log=print) -> dict[str, int]:
     """Check ``data.train_files`` and ``data.val_files``; returns ``{key: rows usable}``.
 
-    Raises ``error_cls`` naming file, row and field; with ``data.skip_bad_rows=true`` bad rows
+    Raises ``DataError`` naming file, row and field; with ``data.skip_bad_rows=true`` bad rows
     are dropped (logged with counts) and the config is pointed at the cleaned copies.
     """
     skip = bool(OmegaConf.select(config, SKIP_FLAG, default=False))
@@ -277,22 +281,22 @@ def check_all_files(config: DictConfig, error_cls, check_lengths: bool = True, l
         for file in files:
             path = os.path.expanduser(file)
             if os.path.isdir(path):
-                raise error_cls(
+                raise DataError(
                     f"data.{key}: {path!r} is a folder; accepted: a parquet file, or a list of them "
                     f"(data.{key}=[a.parquet,b.parquet])"
                 )
             if not os.path.isfile(path):
-                raise error_cls(f"data.{key}: file {path!r} does not exist (expected a parquet file)")
+                raise DataError(f"data.{key}: file {path!r} does not exist (expected a parquet file)")
             try:
-                table, report = check_file(path, config, length_fn, error_cls)
-            except error_cls as exc:
-                raise error_cls(f"data.{key}: {exc}") from exc
+                table, report = check_file(path, config, length_fn)
+            except DataError as exc:
+                raise DataError(f"data.{key}: {exc}") from exc
             if report.overlong_allowed:
                 how = "dropped by upstream (data.filter_overlong_prompts=true)" if config.data.get("filter_overlong_prompts", True) else f"left-truncated (data.truncation={config.data.get('truncation')})"
                 log(f"[verl-ascend] data.{key}: {report.overlong_allowed} of {report.rows} rows of {path!r} are over data.max_prompt_length={config.data.get('max_prompt_length')} tokens and will be {how}")
             bad_rows = len({p.row for p in report.problems})
             if bad_rows and not skip:
-                raise error_cls(
+                raise DataError(
                     f"data.{key}: {path!r} {report.problems[0].describe()}"
                     + (f" (and {bad_rows - 1} more bad rows: {summarize(report.problems[1:], 3)})" if bad_rows > 1 else "")
                     + f". Fix the data, or set {SKIP_FLAG}=true to drop bad rows."
@@ -300,11 +304,11 @@ def check_all_files(config: DictConfig, error_cls, check_lengths: bool = True, l
             if bad_rows:
                 kept = report.rows - bad_rows
                 if kept == 0:
-                    raise error_cls(f"data.{key}: every one of the {report.rows} rows of {path!r} is bad: {summarize(report.problems)}")
+                    raise DataError(f"data.{key}: every one of the {report.rows} rows of {path!r} is bad: {summarize(report.problems)}")
                 try:
                     clean = clean_copy(table, report, out_dir)
                 except OSError as exc:
-                    raise error_cls(
+                    raise DataError(
                         f"data.{key}: {SKIP_FLAG}=true needs a cleaned copy of {path!r} in {out_dir!r}, which cannot be "
                         f"written ({exc.strerror or exc}); accepted: a writable $VERL_ASCEND_OUTPUT_DIR"
                     ) from exc
@@ -323,7 +327,7 @@ def check_all_files(config: DictConfig, error_cls, check_lengths: bool = True, l
         usable[key] = rows
     batch = int(config.data.get("train_batch_size", 1))
     if "train_files" in usable and usable["train_files"] < batch:
-        raise error_cls(
+        raise DataError(
             f"data.train_files: only {usable['train_files']} usable rows, fewer than data.train_batch_size={batch}: "
             "no training step could be filled"
         )

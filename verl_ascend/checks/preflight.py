@@ -81,9 +81,12 @@ def check_data(config: DictConfig, max_rows_checked: int | None = None) -> None:
     model's tokenizer and chat template, as upstream's dataset does), ``data_source``,
     ``reward_model.ground_truth``. A bad row names file, row and field; ``data.skip_bad_rows=true``
     drops bad rows instead and logs how many."""
-    from verl_ascend.checks.data_check import check_all_files
+    from verl_ascend.checks.data_check import DataError, check_all_files
 
-    check_all_files(config, PreflightError)
+    try:
+        check_all_files(config)
+    except DataError as exc:
+        raise PreflightError(str(exc)) from exc
 
 
 def run_upstream_validation(config: DictConfig) -> None:

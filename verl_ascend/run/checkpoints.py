@@ -58,6 +58,7 @@ from verl_ascend.run.files import (  # file_checksum: re-exported, the resume's 
     trim_jsonl,
     write_atomic,
 )
+from verl_ascend.run.run_guard import StartRefused
 
 MARKER = "verl_ascend_complete.json"
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -325,8 +326,9 @@ def run_paths(config) -> tuple[str, str]:
     return paths.run_dir, paths.checkpoints
 
 
-def plan_resume(config, error_cls) -> Plan:
-    """Read-only: the step this start would resume after (0 = from scratch) and why."""
+def plan_resume(config) -> Plan:
+    """Read-only: the step this start would resume after (0 = from scratch) and why; raises
+    ``run_guard.StartRefused`` for a checkpoint named that cannot be resumed."""
     trainer = config.trainer
     paths = RunPaths.of(config)
     metrics_path, root, run_dir = paths.metrics, paths.checkpoints, paths.run_dir
@@ -338,7 +340,7 @@ def plan_resume(config, error_cls) -> Plan:
         path = os.path.abspath(os.path.expanduser(str(trainer.resume_from_path)))
         match = STEP_DIR.match(os.path.basename(path.rstrip("/")))
         if not match or not os.path.isdir(path):
-            raise error_cls(f"trainer.resume_from_path={path!r} is not an existing global_step_<N> checkpoint folder")
+            raise StartRefused(f"trainer.resume_from_path={path!r} is not an existing global_step_<N> checkpoint folder")
         step = int(match.group(1))
         marked = os.path.exists(os.path.join(path, MARKER))
         if marked:
@@ -348,12 +350,12 @@ def plan_resume(config, error_cls) -> Plan:
             save_contents = list(config.actor_rollout_ref.actor.checkpoint.get("save_contents", ["model"]) or [])
             why = verify_unmarked(path, world_size, save_contents)
         if why is not None:
-            raise error_cls(f"trainer.resume_from_path={path!r} is not a complete checkpoint: {why}")
+            raise StartRefused(f"trainer.resume_from_path={path!r} is not a complete checkpoint: {why}")
         unproven = "" if marked else f" (no {MARKER}: its files exist, their contents are not proven)"
         plan.step, plan.why = step, f"trainer.resume_from_path={path}{unproven}"
     else:
         plan.selection = select_checkpoint(root)
-        refuse_meaningless_tracker(root, plan.selection, error_cls)
+        refuse_meaningless_tracker(root, plan.selection)
         plan.step = plan.selection.step
         if plan.step:
             plan.why = f"resuming after step {plan.step} from {plan.selection.path}"
@@ -365,7 +367,7 @@ def plan_resume(config, error_cls) -> Plan:
     return plan
 
 
-def refuse_meaningless_tracker(root: str, selection: Selection, error_cls) -> None:
+def refuse_meaningless_tracker(root: str, selection: Selection) -> None:
     """A tracker naming step 0 or below was written by hand (upstream writes the step of a saved
     checkpoint, >= 1): which checkpoint was meant cannot be guessed, so the start is refused."""
     step = selection.tracker_step
@@ -373,7 +375,7 @@ def refuse_meaningless_tracker(root: str, selection: Selection, error_cls) -> No
         return
     complete = [s for s in sorted(step_dirs(root)) if s not in selection.rejected]
     shown = ", ".join(f"global_step_{s}" for s in complete) or "none"
-    raise error_cls(
+    raise StartRefused(
         f"{os.path.join(root, TRACKER)} reads {step}, which names no checkpoint (steps start at 1); complete "
         f"checkpoints in trainer.default_local_dir: {shown}. Accepted: the step of the checkpoint to resume from "
         f"in that file (e.g. {complete[-1] if complete else 1}), or remove the file to resume from the newest complete one"

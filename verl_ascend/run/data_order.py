@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable, Optional
 
 from verl_ascend.run.files import file_checksum, write_atomic
+from verl_ascend.run.run_guard import StartRefused
 
 DATA_ORDER_FILE = "data_order.json"
 ENV_FRESH_DATA_ORDER = "VERL_ASCEND_FRESH_DATA_ORDER"
@@ -112,8 +113,8 @@ def differences(recorded: dict, current: dict) -> list[str]:
     return found
 
 
-def plan_data_order(config, step: int, run_dir: str, allow_new: bool, error_cls) -> dict:
-    """Read-only, before Ray: how this start treats the data. Raises ``error_cls`` on changed data
+def plan_data_order(config, step: int, run_dir: str, allow_new: bool) -> dict:
+    """Read-only, before Ray: how this start treats the data. Raises ``run_guard.StartRefused`` on changed data
     without ``fault_tolerance.new_data_order=true``. Returns what ``record_data_order`` writes."""
     current = current_pin(config)
     if step == 0:
@@ -121,7 +122,7 @@ def plan_data_order(config, step: int, run_dir: str, allow_new: bool, error_cls)
     try:
         eras = read_eras(run_dir)
     except ValueError as exc:
-        raise error_cls(str(exc)) from None
+        raise StartRefused(str(exc)) from None
     era = era_of(eras, step)
     if era is None:  # a run from before pinning: nothing to compare with, pin from here on
         return {"eras": [{"after_step": 0, "unverified": True, **current}], "fresh_order": False,
@@ -135,7 +136,7 @@ def plan_data_order(config, step: int, run_dir: str, allow_new: bool, error_cls)
         return {"eras": kept + begun_here[-1:], "fresh_order": True,
                 "note": f"fresh data order after step {step} (chosen at an earlier start)"}
     if not allow_new:
-        raise error_cls(
+        raise StartRefused(
             f"data.train_files: the data changed since the checkpoint of step {step} was trained "
             f"({os.path.join(run_dir, DATA_ORDER_FILE)}): " + "; ".join(changed) + ". Resuming would apply that "
             "checkpoint's dataloader position to other rows (prompts trained twice or never). Accepted: the "

@@ -43,17 +43,22 @@ BYTES_PER_PARAM = {"model": 4, "optimizer": 8, "hf_model": 2}
 SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 
 
+class StartRefused(ValueError):
+    """A start that must not go ahead (raised before anything in the output folder changes); the message
+    names the key or file at fault and what is accepted. The recipe's entry point exits 2 on it."""
+
+
 class NothingToTrain(Exception):
     """The run already reached its last step: say so and start nothing."""
 
 
 # ----------------------------------------------------------------------------- destination
-def nearest_existing(path: str, error_cls, key: str) -> str:
+def nearest_existing(path: str, key: str) -> str:
     """The deepest existing folder on ``path``'s way; a regular file on the way is an error."""
     probe = os.path.abspath(path)
     while not os.path.exists(probe):
         if os.path.islink(probe):  # creating anything below it would fail with FileNotFoundError
-            raise error_cls(
+            raise StartRefused(
                 f"{key}={path!r}: {probe!r} is a symbolic link to {os.readlink(probe)!r}, which does not exist; "
                 "accepted: create the link's target, or a path without a dangling link"
             )
@@ -62,18 +67,18 @@ def nearest_existing(path: str, error_cls, key: str) -> str:
             break
         probe = parent
     if not os.path.isdir(probe):
-        raise error_cls(f"{key}={path!r}: {probe!r} is a file, not a folder; accepted: a folder path")
+        raise StartRefused(f"{key}={path!r}: {probe!r} is a file, not a folder; accepted: a folder path")
     return probe
 
 
-def check_writable(path: str, error_cls, key: str) -> str:
+def check_writable(path: str, key: str) -> str:
     """Probe that a file can be created where ``path`` is (or would be); returns that folder."""
-    folder = nearest_existing(path, error_cls, key)
+    folder = nearest_existing(path, key)
     try:
         with tempfile.TemporaryFile(dir=folder):  # O_TMPFILE where available: never has a name
             pass
     except OSError as exc:
-        raise error_cls(f"{key}={path!r}: cannot write in {folder!r} ({exc.strerror or exc}); accepted: a writable folder") from exc
+        raise StartRefused(f"{key}={path!r}: cannot write in {folder!r} ({exc.strerror or exc}); accepted: a writable folder") from exc
     return folder
 
 
@@ -112,15 +117,15 @@ def checkpoint_bytes(config: DictConfig) -> Optional[int]:
     return params * sum(BYTES_PER_PARAM.get(str(c), 0) for c in contents)
 
 
-def check_destination(config: DictConfig, run_dir: str, error_cls) -> None:
+def check_destination(config: DictConfig, run_dir: str) -> None:
     """Checkpoint folder and run folder writable, room for one checkpoint, some checkpoint saved."""
     trainer = config.trainer
     ckpt_root = os.path.abspath(os.path.expanduser(str(trainer.default_local_dir)))
-    folder = check_writable(ckpt_root, error_cls, "trainer.default_local_dir")
-    check_writable(run_dir, error_cls, "trainer.experiment_name (run folder under $VERL_ASCEND_OUTPUT_DIR)")
+    folder = check_writable(ckpt_root, "trainer.default_local_dir")
+    check_writable(run_dir, "trainer.experiment_name (run folder under $VERL_ASCEND_OUTPUT_DIR)")
     options = FaultTolerance.from_config(config)
     if int(trainer.save_freq) <= 0 and not options.allow_no_checkpoints:
-        raise error_cls(
+        raise StartRefused(
             f"trainer.save_freq={trainer.save_freq} saves no checkpoint at all, not even after the last step: a crash "
             "loses the whole run. Accepted: trainer.save_freq >= 1 (the last step always saves), or "
             "fault_tolerance.allow_no_checkpoints=true to run without checkpoints on purpose"
@@ -129,7 +134,7 @@ def check_destination(config: DictConfig, run_dir: str, error_cls) -> None:
     if need and options.check_free_space:
         free = shutil.disk_usage(folder).free
         if free < need:
-            raise error_cls(
+            raise StartRefused(
                 f"trainer.default_local_dir={ckpt_root!r}: {free / 2**30:.2f} GiB free in {folder!r}, one checkpoint of "
                 f"this model needs about {need / 2**30:.2f} GiB: the first save, after trainer.save_freq={trainer.save_freq} "
                 "steps, would fail. Accepted: a folder with room for one checkpoint (or fault_tolerance.check_free_space=false)"
@@ -164,14 +169,16 @@ def _alive(pid) -> bool:
 class RunLock:
     """``fcntl.flock`` on folders, held until this process exits (the OS drops it on a crash)."""
 
-    held: list[int] = []
+    held: list[int] = []  # every lock's descriptor, copied by the guardian (``lifetime.py``)
 
-    locked: set[str] = set()
+    locked: dict[str, int] = {}  # folder -> its descriptor in ``held``
 
     @classmethod
-    def acquire(cls, folders: list[str], error_cls, create: bool = False) -> None:
+    def acquire(cls, folders: list[str], create: bool = False) -> list[str]:
         """Lock each folder (those that do not exist yet only with ``create``: a start that may
-        still be refused creates nothing)."""
+        still be refused creates nothing); returns the folders this call locked. Raises
+        ``StartRefused`` naming the holder when another run has one."""
+        taken = []
         for folder in dict.fromkeys(os.path.abspath(f) for f in folders):
             if folder in cls.locked or not (create or os.path.isdir(folder)):
                 continue
@@ -185,12 +192,23 @@ class RunLock:
                     raise
                 holder = cls.describe_holder(folder, fd)
                 os.close(fd)
-                raise error_cls(
+                raise StartRefused(
                     f"another run is using {folder!r}: {holder}. One live run per output folder: wait for it to "
                     "finish, or give this one another trainer.experiment_name / trainer.default_local_dir"
                 ) from exc
             cls.held.append(fd)
-            cls.locked.add(folder)
+            cls.locked[folder] = fd
+            taken.append(folder)
+        return taken
+
+    @classmethod
+    def release(cls, folders: list[str]) -> None:
+        """Drop the locks on ``folders`` (a start stopped after taking them), as the end of the process would."""
+        for folder in folders:
+            fd = cls.locked.pop(os.path.abspath(folder), None)
+            if fd is not None:
+                cls.held.remove(fd)
+                os.close(fd)
 
     @staticmethod
     def describe_holder(folder: str, fd: int) -> str:
@@ -233,7 +251,7 @@ def history_steps(run_dir: str, files: tuple[str, ...]) -> dict[str, int]:
     return found
 
 
-def guard_history(config: DictConfig, run_dir: str, resume_step: int, why: str, files: tuple[str, ...], error_cls) -> bool:
+def guard_history(config: DictConfig, run_dir: str, resume_step: int, why: str, files: tuple[str, ...]) -> bool:
     """Refuse a start that resumes nothing on top of recorded steps; True = start over (allowed)."""
     if resume_step > 0:
         return False
@@ -243,7 +261,7 @@ def guard_history(config: DictConfig, run_dir: str, resume_step: int, why: str, 
     if FaultTolerance.from_config(config).start_over:
         return True
     shown = ", ".join(f"{name} up to step {step}" for name, step in history.items())
-    raise error_cls(
+    raise StartRefused(
         f"{run_dir!r} holds the history of an earlier run ({shown}) but this start resumes nothing ({why}); "
         "starting would discard it. Accepted: fix trainer.default_local_dir / trainer.resume_mode so the run "
         "resumes, a new trainer.experiment_name, or fault_tolerance.start_over=true to train from step 1 "

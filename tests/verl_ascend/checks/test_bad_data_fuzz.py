@@ -2,8 +2,8 @@
 field named -- or, with ``data.skip_bad_rows=true``, dropped with a count in the log.
 
 Most cases call the recipe's preflight in-process on the composed ``dapo_tiny_cpu`` config (one
-Hydra composition per module); one case runs the entry point to check the exit status and that
-nothing is written.
+Hydra composition per module); one case runs the entry point (in this process, ``entry``) to check
+the exit status, the line on stderr and that nothing is written.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from omegaconf import open_dict
 
-from tests.recipe.helpers import REPO, run_recipe
+from tests.recipe.helpers import REPO, entry  # noqa: F401 (entry: a fixture)
 
 ROWS = 40
 
@@ -212,16 +212,15 @@ def test_overlong_rows_allowed_when_upstream_filters_them(base_config, good_tabl
     assert re.search(r"1 of 40 rows of .* are over data.max_prompt_length=8 tokens and will be dropped by upstream", out), out
 
 
-@pytest.mark.e2e
-def test_entry_point_refuses_with_status_2_and_writes_nothing(tiny_dir, good_table, tmp_path):
+def test_entry_point_refuses_with_status_2_and_writes_nothing(entry, good_table, tmp_path):
     path = tmp_path / "bad.parquet"
     pq.write_table(_non_utf8_prompt(good_table, 17), path)
-    out = tmp_path / "out"
-    result = run_recipe([f"data.train_files={path}"], tiny_dir, out, timeout=300)
+    before = path.read_bytes()
+    result = entry(f"data.train_files={path}")
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert f"{str(path)!r} row 17 field 'prompt'" in result.stderr, result.stderr[-3000:]
-    assert "ray init kwargs" not in result.stdout
-    assert not out.exists() or not any(out.iterdir())
+    assert result.stderr.startswith("[verl-ascend] error: ") and "Traceback" not in result.stderr
+    assert entry.started == [] and not (tmp_path / "out").exists() and path.read_bytes() == before
 
 
 def test_random_byte_flips_are_refused_or_accepted_never_crash(base_config, good_table, tmp_path, monkeypatch):

@@ -20,12 +20,8 @@ from omegaconf import OmegaConf, open_dict
 
 from verl_ascend.run import checkpoints, data_order
 from verl_ascend.run.files import RESUME_LOG, read_jsonl
-from verl_ascend.run.run_guard import RunLock
+from verl_ascend.run.run_guard import RunLock, StartRefused
 from tests.recipe.helpers import REPO
-
-
-class Refused(Exception):
-    pass
 
 
 # ----------------------------------------------------------------------------- unit: the decision
@@ -37,12 +33,12 @@ def test_fresh_run_pins_every_file_then_the_same_data_resumes(tmp_path):
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     a.write_bytes(b"rows of a")
     b.write_bytes(b"rows of b!")
-    first = data_order.plan_data_order(_config([a, b]), 0, str(tmp_path), False, Refused)
+    first = data_order.plan_data_order(_config([a, b]), 0, str(tmp_path), False)
     (era,) = first["eras"]
     assert [(f["path"], f["size"]) for f in era["files"]] == [(str(a), 9), (str(b), 10)]
     assert era["files"][0]["sha256"] == checkpoints.file_checksum(str(a)) and (era["seed"], era["shuffle"]) == (1, True)
     data_order.record_data_order(str(tmp_path), first)
-    again = data_order.plan_data_order(_config([a, b]), 4, str(tmp_path), False, Refused)
+    again = data_order.plan_data_order(_config([a, b]), 4, str(tmp_path), False)
     assert (again["fresh_order"], again["eras"]) == (False, first["eras"])
 
 
@@ -54,11 +50,11 @@ def test_fresh_run_pins_every_file_then_the_same_data_resumes(tmp_path):
 def test_changed_data_is_refused_naming_the_file(tmp_path, change, needle):
     a = tmp_path / "a.parquet"
     a.write_bytes(b"rows of a")
-    data_order.record_data_order(str(tmp_path), data_order.plan_data_order(_config([a]), 0, str(tmp_path), False, Refused))
+    data_order.record_data_order(str(tmp_path), data_order.plan_data_order(_config([a]), 0, str(tmp_path), False))
     cfg = _config([a])
     change(a, cfg)
-    with pytest.raises(Refused) as refused:
-        data_order.plan_data_order(cfg, 3, str(tmp_path), False, Refused)
+    with pytest.raises(StartRefused) as refused:
+        data_order.plan_data_order(cfg, 3, str(tmp_path), False)
     text = str(refused.value)
     assert needle in text and "since the checkpoint of step 3" in text and "fault_tolerance.new_data_order=true" in text
 
@@ -68,11 +64,11 @@ def test_an_unreadable_record_refuses_a_resume_naming_the_file(tmp_path, content
     a = tmp_path / "a.parquet"
     a.write_bytes(b"rows of a")
     (tmp_path / data_order.DATA_ORDER_FILE).write_bytes(content)
-    with pytest.raises(Refused) as refused:
-        data_order.plan_data_order(_config([a]), 3, str(tmp_path), False, Refused)
+    with pytest.raises(StartRefused) as refused:
+        data_order.plan_data_order(_config([a]), 3, str(tmp_path), False)
     assert f"{tmp_path / data_order.DATA_ORDER_FILE}: cannot read the recorded data order" in str(refused.value)
     # a fresh start pins anew over it
-    fresh = data_order.plan_data_order(_config([a]), 0, str(tmp_path), False, Refused)
+    fresh = data_order.plan_data_order(_config([a]), 0, str(tmp_path), False)
     data_order.record_data_order(str(tmp_path), fresh)
     assert data_order.read_eras(str(tmp_path)) == fresh["eras"]
 
@@ -80,23 +76,23 @@ def test_an_unreadable_record_refuses_a_resume_naming_the_file(tmp_path, content
 def test_new_data_order_is_recorded_and_survives_a_crash_before_the_next_checkpoint(tmp_path):
     a = tmp_path / "a.parquet"
     a.write_bytes(b"old rows")
-    data_order.record_data_order(str(tmp_path), data_order.plan_data_order(_config([a]), 0, str(tmp_path), False, Refused))
+    data_order.record_data_order(str(tmp_path), data_order.plan_data_order(_config([a]), 0, str(tmp_path), False))
     a.write_bytes(b"new rows, more of them")
-    moved_on = data_order.plan_data_order(_config([a]), 3, str(tmp_path), True, Refused)
+    moved_on = data_order.plan_data_order(_config([a]), 3, str(tmp_path), True)
     assert moved_on["fresh_order"] and [e["after_step"] for e in moved_on["eras"]] == [0, 3]
     assert "a.parquet changed: recorded 8 bytes" in moved_on["eras"][1]["replaces"][0]
     data_order.record_data_order(str(tmp_path), moved_on)
     # Killed before step 4's checkpoint: the rerun resumes from step 3 again, fresh order again, no key needed.
-    again = data_order.plan_data_order(_config([a]), 3, str(tmp_path), False, Refused)
+    again = data_order.plan_data_order(_config([a]), 3, str(tmp_path), False)
     assert again["fresh_order"] and again["eras"] == moved_on["eras"]
     # After a checkpoint of the new era: a plain resume.
-    later = data_order.plan_data_order(_config([a]), 5, str(tmp_path), False, Refused)
+    later = data_order.plan_data_order(_config([a]), 5, str(tmp_path), False)
     assert not later["fresh_order"]
     # Rolled back by hand to a checkpoint trained on the old rows: refused again.
-    with pytest.raises(Refused, match="since the checkpoint of step 2"):
-        data_order.plan_data_order(_config([a]), 2, str(tmp_path), False, Refused)
+    with pytest.raises(StartRefused, match="since the checkpoint of step 2"):
+        data_order.plan_data_order(_config([a]), 2, str(tmp_path), False)
     # A start over replaces the eras; the old ones are kept under "superseded".
-    data_order.record_data_order(str(tmp_path), data_order.plan_data_order(_config([a]), 0, str(tmp_path), False, Refused))
+    data_order.record_data_order(str(tmp_path), data_order.plan_data_order(_config([a]), 0, str(tmp_path), False))
     saved = json.loads((tmp_path / data_order.DATA_ORDER_FILE).read_text())
     assert [e["after_step"] for e in saved["eras"]] == [0] and saved["superseded"] == moved_on["eras"]
 
@@ -151,7 +147,7 @@ def entry(tiny_dir, tmp_path, monkeypatch):
     for name in ("VERL_FILE_LOGGER_PATH", "DRY_RUN", data_order.ENV_FRESH_DATA_ORDER):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(RunLock, "held", [])
-    monkeypatch.setattr(RunLock, "locked", set())
+    monkeypatch.setattr(RunLock, "locked", {})
     started = []
     monkeypatch.setattr(main_dapo, "run", lambda config: started.append(dict(os.environ)))
 

@@ -203,18 +203,17 @@ def test_second_lock_on_a_folder_names_the_holder(tmp_path, monkeypatch):
     import os
     import socket
 
-    from recipe.dapo_ascend.preflight import PreflightError
-    from verl_ascend.run.run_guard import RunLock
+    from verl_ascend.run.run_guard import RunLock, StartRefused
 
     monkeypatch.setattr(RunLock, "held", [])
-    monkeypatch.setattr(RunLock, "locked", set())
-    RunLock.acquire([str(tmp_path / "absent")], PreflightError)
+    monkeypatch.setattr(RunLock, "locked", {})
+    RunLock.acquire([str(tmp_path / "absent")])
     assert not (tmp_path / "absent").exists()  # not created before the start is committed
-    RunLock.acquire([str(tmp_path)], PreflightError, create=True)
+    RunLock.acquire([str(tmp_path)], create=True)
     RunLock.record_owner(str(tmp_path))
-    monkeypatch.setattr(RunLock, "locked", set())  # a second run: its own open of the folder
-    with pytest.raises(PreflightError) as err:
-        RunLock.acquire([str(tmp_path)], PreflightError)
+    monkeypatch.setattr(RunLock, "locked", {})  # a second run: its own open of the folder
+    with pytest.raises(StartRefused) as err:
+        RunLock.acquire([str(tmp_path)])
     assert f"PID {os.getpid()} on host {socket.gethostname()}" in str(err.value)
     for fd in RunLock.held:
         os.close(fd)
@@ -225,7 +224,6 @@ def test_start_over_keeps_every_earlier_record(tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 
     from verl_ascend.run import run_guard
-    from recipe.dapo_ascend.preflight import PreflightError
 
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(tmp_path))
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
@@ -240,12 +238,12 @@ def test_start_over_keeps_every_earlier_record(tmp_path, monkeypatch):
         "ray_kwargs": {"ray_init": {}},
         "fault_tolerance": {"start_over": False},
     })
-    plan = checkpoints.plan_resume(config, PreflightError)
-    with pytest.raises(PreflightError, match="up to step 2"):
-        run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, PreflightError)
+    plan = checkpoints.plan_resume(config)
+    with pytest.raises(run_guard.StartRefused, match="up to step 2"):
+        run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES)
     assert all((run_dir / n).read_text().count("\n") == 2 for n in files.HISTORY_FILES)
     config.fault_tolerance.start_over = True
-    assert run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, PreflightError)
+    assert run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES)
     assert checkpoints.prepare_run(config, plan) == 0
     for name in files.HISTORY_FILES:  # metrics, prompt ledger and rollout-group ledger alike
         assert (run_dir / name).read_text() == ""
