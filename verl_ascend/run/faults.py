@@ -23,6 +23,8 @@ import errno as errno_names
 import json
 import os
 import re
+import shlex
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import Iterator, Optional
@@ -54,7 +56,7 @@ class RunSite:
     checkpoints: str  # trainer.default_local_dir, absolute
     run_dir: str
     resume_mode: str = "auto"
-    command: Optional[str] = None  # the command line that started the run, if known
+    command: Optional[str] = None  # the command to run again (``rerun_command()``), if known
 
 
 def chain(exc: Optional[BaseException]) -> Iterator[BaseException]:
@@ -261,6 +263,16 @@ def last_complete(root: str) -> Optional[tuple[int, str]]:
         if verify_marked(path, step) is None:
             return step, path
     return None
+
+
+def rerun_command() -> str:
+    """The command to run again to resume: this process's command line as the user typed it
+    (``sys.orig_argv``: the interpreter, ``-m`` module or script and the overrides, before Hydra's rewrite).
+
+    The one spelling of it: a failure's last line (``recipe/dapo_ascend/main_dapo.py``), a stop by
+    signal, the guardian's message for a dead driver (``lifetime``) and a Ray start that kept timing
+    out (``cluster``) all name this command."""
+    return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
 
 
 def kept_and_resume(site: RunSite, cause: bool = True) -> str:

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -220,7 +221,7 @@ def test_main_prints_one_last_line_and_exits_1(recipe_config, monkeypatch, capsy
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", os.path.join(root))
     monkeypatch.setattr(main_dapo, "prepare", lambda config: None)
     monkeypatch.setattr(main_dapo, "run", lambda config: (_ for _ in ()).throw(died))
-    monkeypatch.setattr(main_dapo, "_LAUNCH_ARGS", ["trainer.total_training_steps=3", "data.path=a b"])
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "recipe.dapo_ascend.main_dapo", "trainer.total_training_steps=3", "data.path=a b"])
     monkeypatch.delenv("DRY_RUN", raising=False)
     assert main_dapo.main_with_config(config) == 1
     err = capsys.readouterr().err
