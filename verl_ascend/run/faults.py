@@ -266,13 +266,16 @@ def last_complete(root: str) -> Optional[tuple[int, str]]:
 
 
 def rerun_command() -> str:
-    """The command to run again to resume: this process's command line as the user typed it
-    (``sys.orig_argv``: the interpreter, ``-m`` module or script and the overrides, before Hydra's rewrite).
+    """The command to run again to resume: this process's command line as it was started
+    (``sys.orig_argv``: interpreter options, ``-m`` module or script, the overrides before Hydra's
+    rewrite), the interpreter written ``python`` (a launcher's absolute path to it says nothing to
+    the user), e.g. ``python -m recipe.dapo_ascend.main_dapo trainer.total_training_steps=3``.
 
     The one spelling of it: a failure's last line (``recipe/dapo_ascend/main_dapo.py``), a stop by
     signal, the guardian's message for a dead driver (``lifetime``) and a Ray start that kept timing
     out (``cluster``) all name this command."""
-    return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    return shlex.join(["python", *argv[1:]])
 
 
 def kept_and_resume(site: RunSite, cause: bool = True) -> str:

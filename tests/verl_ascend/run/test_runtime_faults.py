@@ -284,3 +284,11 @@ def test_server_health_names_a_killed_engine_process_by_pid_and_signal():
         "engine process python (pid 41) died; the server actor (pid 9) is alive, its engine reports dead"
     )
     assert server_health(SimpleNamespace(engine=object()))["engine_dead"] is False  # the hf server: no engine process
+
+
+def test_rerun_command_is_the_started_command_with_the_interpreter_written_python(monkeypatch):
+    monkeypatch.setattr(sys, "orig_argv", ["/opt/venv/bin/python3.11", "-u", "-m", "recipe.dapo_ascend.main_dapo",
+                                           "--config-name", "dapo_tiny_cpu", "data.path=a b"])
+    assert faults.rerun_command() == "python -u -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu 'data.path=a b'"
+    monkeypatch.setattr(sys, "orig_argv", ["python3", "recipe/dapo_ascend/main_dapo.py", "trainer.total_training_steps=3"])
+    assert faults.rerun_command() == "python recipe/dapo_ascend/main_dapo.py trainer.total_training_steps=3"
