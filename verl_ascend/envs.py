@@ -3,7 +3,7 @@
 The NPU runtime's variables (HCCL_*, TASK_QUEUE_ENABLE, ...) are decided by the Ascend env profile
 (``verl/ascend/env/profile.yaml``, with roles, conflicts and reasons); this table is for the
 variables *we* define: switches, paths and the wire formats between our own processes. Every name
-read anywhere in this distribution is a row here (``tests/test_envs.py`` scans the code), every
+read anywhere in this distribution is a row here (``tests/verl_ascend/test_envs.py`` scans the code), every
 boolean goes through :func:`parse_bool`, so ``DRY_RUN=no`` and ``VERL_ASCEND_DOCTOR=off`` mean what
 they say everywhere, and an unreadable value names the variable and what would be accepted.
 
@@ -69,7 +69,7 @@ VARIABLES: tuple[EnvVar, ...] = (
            "Root of a run's files: <dir>/<experiment>/metrics.jsonl, checkpoints, profiles."),
     EnvVar("VERL_ASCEND_TINY_DIR", "path", "~/.cache/verl-ascend/tiny", "recipe/dapo_ascend/tiny/assets.py",
            "Where the embedded default's tiny model, tokenizer and data are generated and cached."),
-    EnvVar("VERL_ASCEND_NODE_REPORT_DIR", "path", None, "run/node_report",
+    EnvVar("VERL_ASCEND_NODE_REPORT_DIR", "path", None, "run/node_report.py",
            "Where each node writes its placement/env report (two-node diagnostics)."),
     EnvVar("VERL_ASCEND_PROFILE_DIR", "path", None, "recipe/dapo_ascend/config/profile",
            "global_profiler.save_path of the profile configs (else <VERL_ASCEND_OUTPUT_DIR>/profile/<experiment>)."),

@@ -30,9 +30,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shlex
 import sys
-from typing import Optional
 
 import hydra
 from omegaconf import DictConfig
@@ -132,7 +130,7 @@ def report_failure(config: DictConfig, exc: BaseException) -> int:
         site = faults.RunSite(paths.checkpoints, paths.run_dir, str(config.trainer.get("resume_mode", "auto")))
     except Exception:  # a config without the trainer section (tests): nothing kept to name
         site = faults.RunSite("", "")
-    site = dataclasses.replace(site, command=launch_command())
+    site = dataclasses.replace(site, command=faults.rerun_command())
     line = faults.describe_failure(exc, site)
     if line is None:
         traceback.print_exception(exc, file=sys.stderr)
@@ -152,16 +150,6 @@ def _stop_ray() -> None:
             ray.shutdown()
     except Exception as exc:  # a cluster already gone must not hide the fault being reported
         logger.debug("ray.shutdown after a failed run: %s", exc)
-
-
-_LAUNCH_ARGS: Optional[list[str]] = None  # the user's arguments, set by cli()
-
-
-def launch_command() -> Optional[str]:
-    """The command line that started this run (None when not started through ``cli``)."""
-    if _LAUNCH_ARGS is None:
-        return None
-    return shlex.join(["python", "-m", "recipe.dapo_ascend.main_dapo", *_LAUNCH_ARGS])
 
 
 @hydra.main(config_path="config", config_name=DEFAULT_CONFIG, version_base=None)
@@ -204,8 +192,6 @@ def _config_name(argv: list[str]) -> tuple[str, list[str]]:
 def cli() -> None:
     from recipe.dapo_ascend.config_utils import legacy_report
 
-    global _LAUNCH_ARGS
-    _LAUNCH_ARGS = list(sys.argv[1:])
     report = legacy_report(*_config_name(sys.argv[1:]))
     if report:  # Hydra's own error would suggest a '+' prefix: the wrong fix
         print(f"[verl-ascend] config doctor:\n{report}", file=sys.stderr, flush=True)

@@ -147,14 +147,14 @@ def test_fused_op_counts_are_written_per_process_and_summed(tmp_path, monkeypatc
 
 
 def test_patched_forwards_count_their_kernel_calls(tmp_path, monkeypatch):
-    from tests.npu import tiny_models as tm
+    from recipe.dapo_ascend.tiny.assets import build_model
     from verl.ascend.ops import apply_fused_ops, counts
 
     monkeypatch.setattr(counts, "_counts", counts.Counter())
     monkeypatch.setitem(counts._state, "dir", str(tmp_path))
     apply_fused_ops("qwen2")
-    model = tm.build("qwen2")
-    model(input_ids=tm.batch()[0])
+    model = build_model(seed=0)
+    model(input_ids=torch.tensor([[3, 4, 5, 6, 13]]))  # "0 1 2 3 =" in the tiny vocabulary
     layers = model.config.num_hidden_layers
     assert dict(counts._counts) == {"rms_norm": 2 * layers + 1, "swiglu": layers, "rotary_mul": layers}
 

@@ -12,13 +12,44 @@ from __future__ import annotations
 import logging
 
 import pytest
-import tiny_models as tm
 import torch
 
+from recipe.dapo_ascend.tiny.assets import MODEL_SPECS, VOCAB, build_model
 from verl.ascend.ops import FusedOpSwitches, applied_reports, apply_fused_ops, revert_fused_ops
 from verl.ascend.ops.targets import ARCH_TARGETS
 
 OPS_TO_KERNEL = {"rms_norm": "npu_rms_norm", "swiglu": "npu_swiglu", "rotary_mul": "npu_rotary_mul"}
+# The tiny assets' model with four query heads over two key/value heads (the rotary kernel sees
+# grouped heads) and its own output head, in eager attention.
+SHAPE = dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False, attn_implementation="eager")
+
+
+def tiny(arch, dtype=torch.float32, device="cpu", **overrides):
+    """The tiny model (``recipe.dapo_ascend.tiny.assets.build_model``, seed 0) in ``SHAPE``, its norm
+    weights away from 1 so that RMSNorm's scale is exercised too."""
+    model = build_model(0, arch=arch, **{**SHAPE, **overrides})
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+    return model.to(dtype=dtype, device=device)
+
+
+def batch(device="cpu", seed=1, batch_size=2, seq=11):
+    g = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(0, len(VOCAB), (batch_size, seq), generator=g)
+    labels = torch.randint(0, len(VOCAB), (batch_size, seq), generator=g)
+    return input_ids.to(device), labels.to(device)
+
+
+def logits_and_grads(model, input_ids, labels):
+    """Forward + backward of a token-level cross entropy; returns (logits, {param: grad})."""
+    model.zero_grad(set_to_none=True)
+    out = model(input_ids=input_ids)
+    loss = torch.nn.functional.cross_entropy(out.logits.float().flatten(0, 1), labels.flatten())
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.logits.detach(), grads
 
 
 @pytest.fixture
@@ -44,11 +75,11 @@ def clean_patches():
 
 
 def run_pair(model_type, dtype, device, switches=None):
-    model = tm.build(model_type, dtype=dtype, device=device)
-    ids, labels = tm.batch(device=device)
-    ref_logits, ref_grads = tm.logits_and_grads(model, ids, labels)
+    model = tiny(model_type, dtype, device)
+    ids, labels = batch(device=device)
+    ref_logits, ref_grads = logits_and_grads(model, ids, labels)
     report = apply_fused_ops(model_type, switches)
-    logits, grads = tm.logits_and_grads(model, ids, labels)
+    logits, grads = logits_and_grads(model, ids, labels)
     return report, (ref_logits, ref_grads), (logits, grads)
 
 
@@ -56,7 +87,7 @@ def run_pair(model_type, dtype, device, switches=None):
 def test_patched_model_matches_unpatched_fp32(model_type, npu_device, spies):
     report, (ref_logits, ref_grads), (logits, grads) = run_pair(model_type, torch.float32, npu_device)
     assert len(report.patched) == 3, report.summary()
-    layers = tm.TINY["num_hidden_layers"]
+    layers = MODEL_SPECS["first_digit"]["num_hidden_layers"]
     assert spies["npu_rms_norm"] == 2 * layers + 1  # two norms per layer + the final norm
     assert spies["npu_swiglu"] == layers
     assert spies["npu_rotary_mul"] == 2 * layers  # q and k
@@ -108,8 +139,8 @@ def test_switch_from_env_and_master_switch(monkeypatch, npu_device, spies):
     monkeypatch.setenv("VERL_ASCEND_FUSED_OPS", "0")
     report = apply_fused_ops("llama")  # turning off after the fact restores every original
     assert report.active == [] and len(report.switched_off) == 3
-    model = tm.build("llama", device=npu_device)
-    model(input_ids=tm.batch(device=npu_device)[0])
+    model = tiny("llama", device=npu_device)
+    model(input_ids=batch(device=npu_device)[0])
     assert sum(spies.values()) == 0
 
 
@@ -157,11 +188,11 @@ def test_no_double_patching_after_upstream_npu_patch():
 
 
 def test_non_silu_mlp_falls_back_to_the_original(npu_device, spies):
-    model = tm.build("qwen2", device=npu_device, hidden_act="gelu")
-    ids, labels = tm.batch(device=npu_device)
-    ref_logits, _ = tm.logits_and_grads(model, ids, labels)
+    model = tiny("qwen2", device=npu_device, hidden_act="gelu")
+    ids, labels = batch(device=npu_device)
+    ref_logits, _ = logits_and_grads(model, ids, labels)
     apply_fused_ops("qwen2")
-    logits, _ = tm.logits_and_grads(model, ids, labels)
+    logits, _ = logits_and_grads(model, ids, labels)
     assert spies["npu_swiglu"] == 0 and spies["npu_rms_norm"] > 0
     torch.testing.assert_close(logits, ref_logits, rtol=1e-5, atol=1e-5)
 

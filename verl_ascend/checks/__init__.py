@@ -1,13 +1,16 @@
 """The one validation pipeline: every check of a run's config and inputs, as rules yielding findings.
 
 ``validate(config, environ, inputs=...)`` runs, in one pass, every rule: the built-in ones (this
-package: the doctor's rules, upstream's config objects and ``validate_config``, batch arithmetic,
-model folder and data rows) and those registered by backends and recipes through the entry-point
-group ``verl_ascend.checks`` (the Ascend env-profile conflicts, the recipe's typed keys, rollout-tail
-policy and checkpoint destination). It returns every ``Finding`` (errors first) and never raises for
-a problem in the config, so a refusal names every culprit at once. The entry point
-(``recipe/dapo_ascend/preflight.py::prepare``: with ``inputs=True``), ``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor``
-all call it, so they reach the same verdict on the same config. Stages and tags: ``pipeline.py``.
+package's ``rules_*.py``: launch checks and, with ``inputs=True``, the run's files (``rules_preflight``),
+what upstream's config objects hold (``rules_effective``), rollout engine, reward path, dynamic
+sampling, FSDP switches, batch and card arithmetic (``rules_layout``), rollout profiling, context
+length, and keys upstream does not define (``rules_schema``)) and those registered by backends and
+recipes through the entry-point group ``verl_ascend.checks`` (setup.py: the Ascend env-profile
+conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys, rollout-tail policy and checkpoint
+destination, ``recipe/dapo_ascend/checks.py``). It returns every ``Finding`` (errors first) and never
+raises for a problem in the config, so a refusal names every culprit at once. The recipe's entry point
+(``recipe/dapo_ascend/preflight.py::prepare``, before Ray, with ``inputs=True``), ``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor`` all call
+it, so they reach the same verdict on the same config. Stages and tags: ``pipeline.py``.
 
 Why: a DAPO job on 128 Ascend cards runs for days, and several settings that look right do
 nothing in upstream verl 0.9.1 (overlong shaping under legacy keys, knobs the V1 trainer ignores,

@@ -64,14 +64,15 @@ def is_startup_timeout(exc: BaseException) -> bool:
 
 def start_failed(exc: BaseException, attempts: int):
     """The one message for a Ray start that kept timing out (a ``lifetime.RunEnded``, exit 1)."""
-    from verl_ascend.run.lifetime import RunEnded, resume_command
+    from verl_ascend.run.faults import rerun_command
+    from verl_ascend.run.lifetime import RunEnded
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return RunEnded(
         f"[verl-ascend] error: Ray's local node did not start within Ray's fixed start-up wait, {attempts} attempts "
         f"({first!r}; load average {load} on {os.cpu_count()} cores): the machine is too busy. Nothing was "
-        f"trained. Rerun when the load is lower: {resume_command()}",
+        f"trained. Rerun when the load is lower: {rerun_command()}",
         1,
     )
 

@@ -95,7 +95,7 @@ def registered_folder() -> ConfigFolder:
 
 def legacy_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(the other overrides, "old -> new" moves)`` for upstream's old reward keys on the command line."""
-    from verl_ascend.checks.rules_reward import LEGACY_MOVES  # moves to verl_ascend.checks next
+    from verl_ascend.checks.rules_reward import LEGACY_MOVES  # the reward rules' table: one list of the moves
 
     kept, moves = [], []
     for arg in overrides:

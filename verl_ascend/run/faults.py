@@ -23,6 +23,8 @@ import errno as errno_names
 import json
 import os
 import re
+import shlex
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import Iterator, Optional
@@ -54,7 +56,7 @@ class RunSite:
     checkpoints: str  # trainer.default_local_dir, absolute
     run_dir: str
     resume_mode: str = "auto"
-    command: Optional[str] = None  # the command line that started the run, if known
+    command: Optional[str] = None  # the command to run again (``rerun_command()``), if known
 
 
 def chain(exc: Optional[BaseException]) -> Iterator[BaseException]:
@@ -261,6 +263,19 @@ def last_complete(root: str) -> Optional[tuple[int, str]]:
         if verify_marked(path, step) is None:
             return step, path
     return None
+
+
+def rerun_command() -> str:
+    """The command to run again to resume: this process's command line as it was started
+    (``sys.orig_argv``: interpreter options, ``-m`` module or script, the overrides before Hydra's
+    rewrite), the interpreter written ``python`` (a launcher's absolute path to it says nothing to
+    the user), e.g. ``python -m recipe.dapo_ascend.main_dapo trainer.total_training_steps=3``.
+
+    The one spelling of it: a failure's last line (``recipe/dapo_ascend/main_dapo.py``), a stop by
+    signal, the guardian's message for a dead driver (``lifetime``) and a Ray start that kept timing
+    out (``cluster``) all name this command."""
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    return shlex.join(["python", *argv[1:]])
 
 
 def kept_and_resume(site: RunSite, cause: bool = True) -> str:

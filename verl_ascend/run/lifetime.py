@@ -18,13 +18,13 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
-import shlex
 import signal
 import subprocess
 import sys
 import threading
 from typing import Callable, Optional
 
+from verl_ascend.run.faults import rerun_command
 from verl_ascend.run.guardian import CLEAN_EXIT, TOKEN_ENV
 
 GUARDIAN_WAIT_S = 60  # a clean end waits this long for the guardian to confirm nothing of the run is left
@@ -39,11 +39,6 @@ class RunEnded(BaseException):
     def __init__(self, message: str, code: int):
         super().__init__(message)
         self.message, self.code = message, code
-
-
-def resume_command() -> str:
-    """The command line this driver was started with (rerunning it resumes)."""
-    return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
 
 
 def kept_and_resume(checkpoints: str, command: str) -> str:
@@ -62,7 +57,7 @@ class Guardian:
     def __init__(self, lock_fds: list[int], checkpoints: str):
         os.environ[TOKEN_ENV] = secrets.token_hex(16)  # fresh per run, whatever the shell exported
         read_end, self._write_end = os.pipe()  # not inheritable: only the guardian gets the read end
-        args = [str(read_end), str(os.getpid()), checkpoints, resume_command()]
+        args = [str(read_end), str(os.getpid()), checkpoints, rerun_command()]
         with _signals_ignored():  # inherited through exec: the guardian ignores them from its first instruction
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "verl_ascend.run.guardian", *args],
@@ -141,7 +136,7 @@ def stopped(checkpoints: str) -> RunEnded:
     name = signal.Signals(signum).name
     return RunEnded(
         f"[verl-ascend] stopped by {name}: the run stopped at once (the step in flight is abandoned) and its Ray "
-        f"processes are gone. {kept_and_resume(checkpoints, resume_command())}",
+        f"processes are gone. {kept_and_resume(checkpoints, rerun_command())}",
         128 + int(signum),
     )
 

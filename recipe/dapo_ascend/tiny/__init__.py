@@ -1,5 +1,9 @@
 """The embedded default: a tiny task, model, tokenizer and dataset made locally and deterministically.
 
-Used by ``examples/dapo_tiny_cpu.sh`` (``make demo``) and the tests, so the real upstream
-trainer runs end to end on a laptop CPU with no hub access.
+Shipped in the wheel because users run it: ``make demo`` (``examples/dapo_tiny_cpu.sh``), the
+acceptance run (``python -m verl.ascend.accept``), the shipped configs ``tiny_cpu``/``dapo_tiny_cpu``
+(their reward is ``pkg://recipe.dapo_ascend.tiny.task``) and ``dapo_tail_cpu`` (``--workload tail``).
+It is also the tests' one source of tiny models: ``tests/conftest.py``'s ``tiny_dir`` builds these
+assets, and tests/npu builds its fused-op models with ``assets.build_model`` (``arch``, ``overrides``).
+Test-only helpers live under tests/.
 """

@@ -96,12 +96,27 @@ def build_tokenizer():
     return tok
 
 
-def build_model(seed: int, workload: str = "first_digit", long_tail: dict | None = None):
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+# The architectures a tiny model is built in (transformers' config and model classes): the assets'
+# Qwen2, and Llama, whose layers the fused NPU ops patch as well (tests/npu builds both).
+ARCHS = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"), "llama": ("LlamaConfig", "LlamaForCausalLM")}
 
-    spec = {"tie_word_embeddings": True, **MODEL_SPECS[workload]}
-    config = Qwen2Config(
+
+def build_model(seed: int, workload: str = "first_digit", long_tail: dict | None = None, *,
+                arch: str = "qwen2", **overrides):
+    """The tiny causal LM of ``workload`` over ``VOCAB``, random weights from ``seed`` (same arguments, same weights).
+
+    ``arch`` (a key of ``ARCHS``) and ``overrides`` (config fields over the workload's ``MODEL_SPECS``
+    entry, e.g. ``num_attention_heads=4``) give the same model in another architecture or shape; the
+    assets use neither.
+    """
+    import torch
+    import transformers
+
+    if arch not in ARCHS:
+        raise ValueError(f"unknown arch {arch!r}; accepted: {', '.join(ARCHS)}")
+    config_class, model_class = (getattr(transformers, name) for name in ARCHS[arch])
+    spec = {"tie_word_embeddings": True, **MODEL_SPECS[workload], **overrides}
+    config = config_class(
         vocab_size=len(VOCAB),
         bos_token_id=VOCAB.index("<bos>"),
         eos_token_id=VOCAB.index("<|im_end|>"),
@@ -110,10 +125,10 @@ def build_model(seed: int, workload: str = "first_digit", long_tail: dict | None
         **spec,
     )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
+    model = model_class(config)
     if workload == "tail":
         shape_long_tail(model, long_tail or LONG_TAIL)
-    model.generation_config = GenerationConfig(
+    model.generation_config = transformers.GenerationConfig(
         eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, bos_token_id=config.bos_token_id
     )
     return model

@@ -235,7 +235,7 @@ def test_sigterm_stops_at_once_with_143_and_the_resume_line(tmp_path, monkeypatc
     assert end.code == 143
     assert end.message.startswith("[verl-ascend] stopped by SIGTERM: the run stopped at once")
     assert f"Kept: {root} (step 4, the last complete checkpoint). " in end.message
-    assert end.message.endswith(f"To resume from it, run the same command again: {lifetime.resume_command()}")
+    assert end.message.endswith(f"To resume from it, run the same command again: {faults.rerun_command()}")
 
 
 def test_after_ray_init_runs_the_hook_before_the_actor_is_created():
@@ -294,7 +294,7 @@ def test_a_start_that_keeps_timing_out_ends_with_one_message():
     message = raised.value.message
     assert "Ray's local node did not start within Ray's fixed start-up wait, 3 attempts" in message
     assert "timed out during startup" in message and "load average" in message
-    assert "\n" not in message and message.endswith(lifetime.resume_command())
+    assert "\n" not in message and message.endswith(faults.rerun_command())
 
 
 def test_other_failures_and_failures_after_the_start_are_not_retried():

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -220,7 +221,7 @@ def test_main_prints_one_last_line_and_exits_1(recipe_config, monkeypatch, capsy
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", os.path.join(root))
     monkeypatch.setattr(main_dapo, "prepare", lambda config: None)
     monkeypatch.setattr(main_dapo, "run", lambda config: (_ for _ in ()).throw(died))
-    monkeypatch.setattr(main_dapo, "_LAUNCH_ARGS", ["trainer.total_training_steps=3", "data.path=a b"])
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "recipe.dapo_ascend.main_dapo", "trainer.total_training_steps=3", "data.path=a b"])
     monkeypatch.delenv("DRY_RUN", raising=False)
     assert main_dapo.main_with_config(config) == 1
     err = capsys.readouterr().err
@@ -283,3 +284,11 @@ def test_server_health_names_a_killed_engine_process_by_pid_and_signal():
         "engine process python (pid 41) died; the server actor (pid 9) is alive, its engine reports dead"
     )
     assert server_health(SimpleNamespace(engine=object()))["engine_dead"] is False  # the hf server: no engine process
+
+
+def test_rerun_command_is_the_started_command_with_the_interpreter_written_python(monkeypatch):
+    monkeypatch.setattr(sys, "orig_argv", ["/opt/venv/bin/python3.11", "-u", "-m", "recipe.dapo_ascend.main_dapo",
+                                           "--config-name", "dapo_tiny_cpu", "data.path=a b"])
+    assert faults.rerun_command() == "python -u -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu 'data.path=a b'"
+    monkeypatch.setattr(sys, "orig_argv", ["python3", "recipe/dapo_ascend/main_dapo.py", "trainer.total_training_steps=3"])
+    assert faults.rerun_command() == "python recipe/dapo_ascend/main_dapo.py trainer.total_training_steps=3"
