@@ -6,9 +6,8 @@ Ray actors, or never (``rollout.n=0`` trains on nothing). Each rule here names o
 and what is accepted. Our own sections (``fault_tolerance``, ``profile_check``, ``doctor``,
 ``trainer.v1.dapo_ascend``) are declared once, next to the code that reads them, and answer for
 themselves (``verl_ascend/sections.py``: ``sections.problems``). ``problems(config)`` lists every
-violation at once, ``check(config, error_cls)`` raises one error naming them all. Preflight,
-``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor`` apply the same table, so all three accept
-and refuse the same configs.
+violation at once; the ``config_types`` rule (``checks.py``) turns them into findings, so preflight,
+``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor`` accept and refuse the same configs.
 """
 
 from __future__ import annotations
@@ -138,20 +137,3 @@ def problems(config: DictConfig) -> list[str]:
         if not rule.ok(value):
             found.append(f"{rule.key}={show(value)}: accepted: {rule.accepted}")
     return found
-
-
-def check(config: DictConfig, error_cls: type[Exception]) -> None:
-    """Raise ``error_cls`` listing every unacceptable key (one per line)."""
-    found = problems(config)
-    if found:
-        raise error_cls("configuration values out of type or range:\n  " + "\n  ".join(found))
-
-
-def refuse(config: DictConfig, out=None) -> bool:
-    """For the dry run and the doctor's command line: print the problems (stderr); True = refuse."""
-    import sys
-
-    found = problems(config)
-    for line in found:
-        print(f"error: {line}", file=out or sys.stderr, flush=True)
-    return bool(found)

@@ -8,9 +8,10 @@ length, and keys upstream does not define (``rules_schema``)) and those register
 recipes through the entry-point group ``verl_ascend.checks`` (setup.py: the Ascend env-profile
 conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys, rollout-tail policy and checkpoint
 destination, ``recipe/dapo_ascend/checks.py``). It returns every ``Finding`` (errors first) and never
-raises for a problem in the config, so a refusal names every culprit at once. The recipe's entry point
-(``recipe/dapo_ascend/preflight.py::prepare``, before Ray, with ``inputs=True``), ``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor`` all call
-it, so they reach the same verdict on the same config. Stages and tags: ``pipeline.py``.
+raises for a problem in the config, so a refusal names every culprit at once. The recipe's entry
+point (``recipe/dapo_ascend/preflight.py::prepare``, before Ray, with ``inputs=True``), ``DRY_RUN=1``
+and ``python -m recipe.dapo_ascend.doctor`` all call it, so they reach the same verdict on the same
+config. Stages and tags: ``pipeline.py``.
 
 Why: a DAPO job on 128 Ascend cards runs for days, and several settings that look right do
 nothing in upstream verl 0.9.1 (overlong shaping under legacy keys, knobs the V1 trainer ignores,
