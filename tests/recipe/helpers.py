@@ -68,7 +68,6 @@ def entry(tiny_dir, tmp_path, monkeypatch, capsys):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(RunLock, "held", [])
     monkeypatch.setattr(RunLock, "locked", {})
-    monkeypatch.setattr(main_dapo, "_LAUNCH_ARGS", None)
     started = []
     monkeypatch.setattr(main_dapo, "run", lambda config: started.append(config))
 
