@@ -54,6 +54,7 @@ from verl.ascend.env.table import (
 )
 from verl.ascend.env.wire import PROFILE_ENV, is_arm_cpu
 from verl.ascend.ops.switches import FusedOpSwitches
+from verl_ascend.checks.effective import ENFORCE_EAGER_KEYS, rollout_enforce_eager
 from verl_ascend.envs import parse_bool
 
 DEFAULTS_PATH = Path(__file__).parents[1] / "config" / "ascend.yaml"
@@ -168,7 +169,8 @@ def _host_cpu(raw: Any, errors: list[EnvConflictError]) -> tuple[str, str]:
 
 
 def config_facts(config, settings: dict) -> dict[str, Any]:
-    enforce_eager = select(config, "actor_rollout_ref.rollout.enforce_eager", False)
+    # What vLLM is handed: engine_kwargs.vllm.enforce_eager over rollout.enforce_eager (rollout.name=vllm).
+    enforce_eager = rollout_enforce_eager(lambda key: select(config, key)) or False
     tp = select(config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
     facts = {
         "trainer.device": select(config, "trainer.device"),
@@ -316,7 +318,7 @@ READS = (
     "ascend",
     "trainer.device",
     "actor_rollout_ref.rollout.name",
-    "actor_rollout_ref.rollout.enforce_eager",
+    *ENFORCE_EAGER_KEYS,
     "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "actor_rollout_ref.rollout.enable_chunked_prefill",
     ADDITIONAL_CONFIG_KEY,
