@@ -37,6 +37,7 @@ from typing import Optional
 import hydra
 from omegaconf import DictConfig
 
+from recipe.dapo_ascend.dry_run import profile_evaluated_once
 from verl_ascend import envs
 from verl_ascend.run.checkpoints import export_to_workers
 from verl_ascend.paths import RunPaths
@@ -134,6 +135,7 @@ def run(config: DictConfig) -> None:
         _stop_ray()  # before the driver ends, so the guardian (``lifetime``) finds nothing of the run left
 
 
+@profile_evaluated_once  # the checks and apply_to_config read one evaluation of the env profile
 def main_with_config(config: DictConfig) -> int:
     from recipe.dapo_ascend.preflight import PreflightError
 
