@@ -10,21 +10,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from recipe.dapo_ascend import main_dapo
 from recipe.dapo_ascend.config_utils import compose
 from verl.ascend.env import profile as env_profile
 from verl.ascend.env.profile import PROFILE_ENV, RAY_ENV_KEY
 from verl_ascend.run import lifetime
-
-
-@pytest.fixture
-def evaluations(monkeypatch):
-    calls = []
-    real = env_profile._evaluate
-    monkeypatch.setattr(env_profile, "_evaluate", lambda config, environ: calls.append(1) or real(config, environ))
-    return calls
 
 
 def test_a_launch_evaluates_the_profile_once_and_delivers_it(tiny_dir, tmp_path, monkeypatch, evaluations):

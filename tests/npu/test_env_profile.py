@@ -419,15 +419,7 @@ def test_malformed_profile_env_is_a_clear_error(monkeypatch):
 # --------------------------------------------------------------------------- evaluated once per config state
 
 
-@pytest.fixture
-def evaluations(monkeypatch):
-    """Counts the profile's real evaluations (not the answers served from evaluated_once's memo)."""
-    from verl.ascend.env import profile as env_profile
-
-    calls = []
-    real = env_profile._evaluate
-    monkeypatch.setattr(env_profile, "_evaluate", lambda config, environ: calls.append(1) or real(config, environ))
-    return calls
+# (fixture `evaluations`: tests/npu/conftest.py)
 
 
 def test_a_dry_run_evaluates_the_profile_once(evaluations):
