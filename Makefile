@@ -41,7 +41,7 @@ demo-vllm: $(VLLM_STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/dapo_tiny_cpu.sh actor_rollout_ref.rollout.name=vllm $(ARGS)
 
 # The demo ends with the regression gate against its shipped baseline: the verdict of the
-# correctness metrics (exit 1 when they regressed), speed and memory shown but not gated.
+# correctness metrics (exit 2, REFUSED, when they regressed), speed and memory shown but not gated.
 demo: $(STAMP)
 	rm -rf outputs/dapo_tiny_cpu outputs/checkpoints/dapo_tiny_cpu
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/dapo_tiny_cpu.sh

@@ -18,6 +18,7 @@ Exit status (the checks' one table, ``verl_ascend.checks.exits``): 0 when the ch
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Mapping
@@ -82,6 +83,18 @@ def _evaluated_once():
     except ImportError:
         return contextlib.nullcontext()
     return evaluated_once()
+
+
+def profile_evaluated_once(fn):
+    """``fn`` with the Ascend env profile evaluated once per call (``main_dapo.main_with_config``: a
+    launch's checks and its ``apply_to_config``, or a dry run, read one evaluation)."""
+
+    @functools.wraps(fn)
+    def once(*args, **kwargs):
+        with _evaluated_once():
+            return fn(*args, **kwargs)
+
+    return once
 
 
 def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:

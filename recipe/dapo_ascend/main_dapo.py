@@ -35,6 +35,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from recipe.dapo_ascend.dry_run import profile_evaluated_once
 from recipe.dapo_ascend.preflight import NoStart, prepare
 from verl_ascend import envs
 from verl_ascend.checks import exits
@@ -92,6 +93,7 @@ def run(config: DictConfig) -> None:
         _stop_ray()  # before the driver ends, so the guardian (``lifetime``) finds nothing of the run left
 
 
+@profile_evaluated_once  # the checks and apply_to_config read one evaluation of the env profile
 def main_with_config(config: DictConfig) -> int:
     """The launch on a composed config: the dry run, or ``prepare`` then ``run``; returns the exit status."""
     from verl_ascend.run.lifetime import RunEnded

@@ -64,3 +64,14 @@ def torch_npu():
     import torch_npu as module
 
     return module
+
+
+@pytest.fixture
+def evaluations(monkeypatch):
+    """Counts the env profile's real evaluations (not the answers served from evaluated_once's memo)."""
+    from verl.ascend.env import profile as env_profile
+
+    calls = []
+    real = env_profile._evaluate
+    monkeypatch.setattr(env_profile, "_evaluate", lambda config, environ: calls.append(1) or real(config, environ))
+    return calls

@@ -14,6 +14,7 @@ import torch
 
 from verl.ascend.accept import cli, ops_check, run_check, vllm_env
 from verl.ascend.accept.report import FAIL, PASS, SKIPPED, Check, exit_code, write_report
+from verl_ascend.checks.exits import OK, REFUSED
 
 
 def test_report_lists_each_check_with_value_verdict_and_skips(tmp_path):
@@ -33,8 +34,9 @@ def test_report_lists_each_check_with_value_verdict_and_skips(tmp_path):
 
 
 def test_exit_code_fails_only_on_a_failed_check():
-    assert exit_code([Check("a", "x"), Check("b", "y", verdict=SKIPPED)]) == 0
-    assert exit_code([Check("a", "x"), Check("b", "y", verdict=FAIL)]) == 1
+    assert exit_code([Check("a", "x"), Check("b", "y", verdict=SKIPPED)]) == OK == 0
+    # A failed check is a refusal of the host (the checks' one table), never 1 ("the command broke").
+    assert exit_code([Check("a", "x"), Check("b", "y", verdict=FAIL)]) == REFUSED == 2
     with pytest.raises(ValueError, match="verdict 'ok' is not one of pass, FAIL, skipped"):
         Check("a", "x", verdict="ok")
 
@@ -48,14 +50,14 @@ def test_exit_code_fails_only_on_a_failed_check():
 def test_bad_options_exit_2_naming_the_option(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(argv)
-    assert e.value.code == 2
+    assert e.value.code == REFUSED
     assert message in capsys.readouterr().err
 
 
 def test_unwritable_report_folder_exits_2_and_writes_nothing(tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("keep me")
-    assert cli.main(["--checks", "fused_ops", "--out", str(blocker / "report")]) == 2
+    assert cli.main(["--checks", "fused_ops", "--out", str(blocker / "report")]) == REFUSED
     err = capsys.readouterr().err
     assert f"--out {blocker / 'report'}: the report folder cannot be written" in err
     assert blocker.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
@@ -63,7 +65,7 @@ def test_unwritable_report_folder_exits_2_and_writes_nothing(tmp_path, capsys):
 
 def test_a_folder_holding_an_earlier_run_is_refused(tmp_path, capsys):
     (tmp_path / "dapo").mkdir()
-    assert cli.main(["--checks", "dapo", "--out", str(tmp_path)]) == 2
+    assert cli.main(["--checks", "dapo", "--out", str(tmp_path)]) == REFUSED
     assert "it already holds an acceptance run (dapo/); give a new folder" in capsys.readouterr().err
 
 
@@ -72,7 +74,7 @@ def _report(folder):
 
 
 def test_fused_ops_pass_with_measured_errors_and_the_skips_marked(tmp_path):
-    assert cli.main(["--checks", "stack,fused_ops", "--out", str(tmp_path)]) == 0
+    assert cli.main(["--checks", "stack,fused_ops", "--out", str(tmp_path)]) == OK
     checks = _report(tmp_path)
     ops = checks["fused_ops"]
     assert ops["verdict"] == PASS
@@ -92,7 +94,7 @@ def test_fused_ops_pass_with_measured_errors_and_the_skips_marked(tmp_path):
 def test_an_op_outside_tolerance_fails_the_command(tmp_path, monkeypatch, torch_npu):
     real = torch_npu.npu_swiglu
     monkeypatch.setattr(torch_npu, "npu_swiglu", lambda x, dim=-1: real(x, dim=dim) * 1.01)
-    assert cli.main(["--checks", "fused_ops", "--out", str(tmp_path)]) == 1
+    assert cli.main(["--checks", "fused_ops", "--out", str(tmp_path)]) == REFUSED
     ops = _report(tmp_path)["fused_ops"]
     assert ops["verdict"] == FAIL
     assert any(line.startswith("npu_swiglu float32: max error") for line in ops["detail"])
@@ -194,7 +196,7 @@ def test_a_check_that_crashes_is_a_failed_check_and_the_report_is_still_written(
         raise RuntimeError("device lost")
 
     monkeypatch.setattr(ops_check, "run", broken)
-    assert cli.main(["--checks", "stack,fused_ops", "--out", str(tmp_path)]) == 1
+    assert cli.main(["--checks", "stack,fused_ops", "--out", str(tmp_path)]) == REFUSED
     checks = _report(tmp_path)
     assert checks["fused_ops"]["verdict"] == FAIL and checks["fused_ops"]["detail"] == ["RuntimeError: device lost"]
     assert checks["stack"]["verdict"] == SKIPPED  # the other checks still ran and were reported

@@ -20,6 +20,7 @@ from verl.ascend.env.profile import (
 from verl.ascend.env.wire import rollout_env_from_environ
 
 EAGER = "actor_rollout_ref.rollout.enforce_eager"
+VLLM_EAGER = "actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager"  # the spelling vLLM obeys first
 TP = "actor_rollout_ref.rollout.tensor_model_parallel_size"
 ENGINE = "actor_rollout_ref.rollout.name"
 
@@ -418,15 +419,7 @@ def test_malformed_profile_env_is_a_clear_error(monkeypatch):
 # --------------------------------------------------------------------------- evaluated once per config state
 
 
-@pytest.fixture
-def evaluations(monkeypatch):
-    """Counts the profile's real evaluations (not the answers served from evaluated_once's memo)."""
-    from verl.ascend.env import profile as env_profile
-
-    calls = []
-    real = env_profile._evaluate
-    monkeypatch.setattr(env_profile, "_evaluate", lambda config, environ: calls.append(1) or real(config, environ))
-    return calls
+# (fixture `evaluations`: tests/npu/conftest.py)
 
 
 def test_a_dry_run_evaluates_the_profile_once(evaluations):
@@ -486,3 +479,18 @@ def test_the_memo_key_covers_every_key_the_evaluation_reads():
     assert len(read) >= 8, read  # the scan sees the reads
     uncovered = sorted(k for k in read if not any(k == r or k.startswith(r + ".") for r in env_profile.READS))
     assert uncovered == []
+
+
+@pytest.mark.parametrize("engine, overrides, eager", [
+    ("vllm", {EAGER: True}, True),  # rollout.enforce_eager alone
+    ("vllm", {EAGER: False, VLLM_EAGER: True}, True),  # engine_kwargs.vllm alone turns graph mode off
+    ("vllm", {EAGER: True, VLLM_EAGER: False}, False),  # in conflict: vLLM gets engine_kwargs.vllm's value
+    ("vllm", {EAGER: True, VLLM_EAGER: None}, True),  # a None there is dropped by upstream: the field counts
+    ("hf", {EAGER: False, VLLM_EAGER: True}, False),  # the hf server never reads engine_kwargs.vllm
+])
+def test_graph_mode_is_the_enforce_eager_vllm_is_handed(make, engine, overrides, eager):
+    """verl 0.9.1's vLLM server spreads engine_kwargs.vllm over the rollout fields it maps, so the
+    graph-mode fact (and the task-queue level chosen from it) follows the value that reaches vLLM."""
+    profile = resolve_env_profile(make(**{ENGINE: engine, **overrides}), environ={})
+    rollout = profile.settings["rollout"]["TASK_QUEUE_ENABLE"]
+    assert (rollout.value, rollout.reason.startswith("eager rollout")) == (("2", True) if eager else ("1", False))

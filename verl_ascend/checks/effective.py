@@ -20,7 +20,7 @@ Used by ``DRY_RUN=1`` (printed), preflight (:func:`build_upstream_configs`) and 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,26 @@ VLLM_ARGS = {
     "enable_prefix_caching": "enable_prefix_caching",
     "enable_sleep_mode": "enable_sleep_mode",
 }
+
+
+# The two spellings of vLLM's graph-mode switch, the one vLLM obeys first (see rollout_enforce_eager).
+ENFORCE_EAGER_KEYS = (f"{ROLLOUT}.engine_kwargs.vllm.enforce_eager", f"{ROLLOUT}.enforce_eager")
+
+
+def rollout_enforce_eager(read: Callable[[str], Any]) -> Any:
+    """The ``enforce_eager`` the rollout engine is handed; ``read(key)`` gives a config value or None.
+
+    verl 0.9.1's vLLM server (``vllm_async_server.py``) builds vLLM's arguments from the rollout
+    fields first and then spreads ``engine_kwargs.vllm`` over them (its None values dropped), so with
+    ``rollout.name=vllm`` a non-None ``engine_kwargs.vllm.enforce_eager`` wins over
+    ``rollout.enforce_eager``. No engine named yet (a base config: verl requires one at launch) reads
+    as vLLM, the Ascend stack's engine; any other engine never reads ``engine_kwargs.vllm``.
+    """
+    if read(f"{ROLLOUT}.name") in ("vllm", None):
+        value = read(ENFORCE_EAGER_KEYS[0])
+        if value is not None:
+            return value
+    return read(ENFORCE_EAGER_KEYS[1])
 
 
 class UpstreamConfigError(ValueError):

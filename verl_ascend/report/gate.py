@@ -7,13 +7,16 @@ window (the mean by default), and compares it with the stored value within the s
 in the direction that is a regression for that metric (a drop of reward, a rise of step time or
 memory; ``either`` where any change is suspect). It prints one row per metric -- baseline, run,
 difference, tolerance, verdict --, draws the run's per-step values against the baseline band
-(``regression_gate.png`` next to the metrics unless told otherwise), and exits:
+(``regression_gate.png`` next to the metrics unless told otherwise), and exits with the checks' one
+table (:mod:`verl_ascend.checks.exits`):
 
-* 0: no gated metric regressed;
-* 1: at least one gated metric regressed (each is named);
-* 2: the inputs cannot be compared: a missing or damaged file, a baseline key that is unknown or
-  malformed, a window with steps the run does not have, a metric the run does not log (unless the
-  baseline marks it ``optional``); each culprit is named, nothing is written.
+* 0 ``OK``: no gated metric regressed;
+* 2 ``REFUSED``: at least one gated metric regressed (each is named in the table on stdout, and the
+  JSON's ``passed`` is false), or the inputs cannot be compared: a missing or damaged file, a baseline
+  key that is unknown or malformed, a window with steps the run does not have, a metric the run does
+  not log (unless the baseline marks it ``optional``); each culprit is named on stderr, nothing is
+  written;
+* 1 ``FAILED``: the command itself failed (a file it could not write, a traceback): no verdict.
 
 Metrics carry a ``group``; the baseline's ``gated`` list (or ``--gate``) says which groups can fail
 the gate. The others are still compared and shown, marked "not gated": speed on a shared CI
@@ -31,13 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from verl_ascend.checks.exits import FAILED, OK, REFUSED
 from verl_ascend.report import plots
 from verl_ascend.report.metrics_log import read_step_values
 from verl_ascend.report.problems import InputFormatError
 from verl_ascend.report.report import _write_text_atomic
 
 SCHEMA = "verl-ascend/regression-baseline/v1"
-EXIT_OK, EXIT_REGRESSED, EXIT_BAD_INPUT = 0, 1, 2
 PLOT_NAME = "regression_gate.png"
 
 _TOP_KEYS = {"schema": "the schema name", "description": "free text", "window": "{first: N, last: M}",
@@ -314,7 +317,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m verl_ascend.report.gate",
         description="Compare a run's metrics (upstream's metrics JSON lines) with a stored baseline over its step "
-                    "window; exit 1 on a regression of a gated metric, 2 on input that cannot be compared.",
+                    "window; exit 2 on a regression of a gated metric or on input that cannot be compared, "
+                    "1 when the command itself failed (verl_ascend/checks/exits.py).",
     )
     ap.add_argument("metrics", type=Path, help="the run's metrics .jsonl (trainer.logger file; VERL_FILE_LOGGER_PATH)")
     ap.add_argument("--baseline", type=Path, required=True, help="baseline YAML (docs/ascend_tutorial/regression_gate.md)")
@@ -352,7 +356,7 @@ def run_gate(args: argparse.Namespace) -> tuple[int, str]:
             text += f"\nplot: {plots.gate_comparison(rows, values, baseline.window, target)}"
         except Exception as e:  # the plot is a view of the table: never lose the verdict over it
             print(f"warning: could not draw {target} ({type(e).__name__}: {e})", file=sys.stderr)
-    return (EXIT_REGRESSED if any(r.regressed for r in rows) else EXIT_OK), text
+    return (REFUSED if any(r.regressed for r in rows) else OK), text
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -361,10 +365,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         status, text = run_gate(args)
     except GateInputError as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as e:
+        return REFUSED
+    except OSError as e:  # the comparison was made, but its JSON could not be written: no verdict given
         print(f"error: cannot write {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return FAILED
     print(text)
     return status
 

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from conftest import REPO
 
-from verl_ascend.report.gate import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSED, SCHEMA, load_baseline, main
+from verl_ascend.checks.exits import FAILED, OK, REFUSED
+from verl_ascend.report.gate import SCHEMA, load_baseline, main
 
 DEMO_METRICS = REPO / "tests" / "recipe" / "fixtures" / "dapo_demo_cpu_metrics.jsonl"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -78,7 +79,7 @@ def test_real_demo_run_passes_and_the_plot_is_written(tmp_path, capsys):
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_bytes(DEMO_METRICS.read_bytes())
     rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml"), "--json", tmp_path / "gate.json")
-    assert rc == EXIT_OK, out
+    assert rc == OK, out
     assert verdicts(out) == {SCORE: "ok", STEP_TIME: "ok", DIFF: "skipped (optional, not logged)"}
     assert "gate: PASS (2 gated metric(s) within tolerance)" in out
     png = tmp_path / "regression_gate.png"
@@ -103,7 +104,7 @@ def test_real_demo_run_passes_and_the_plot_is_written(tmp_path, capsys):
 def test_doctored_run_fails_naming_the_metric(tmp_path, capsys, key, change, culprit):
     metrics = doctor(DEMO_METRICS, tmp_path / "metrics.jsonl", key, change)
     rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml"), "--no-plot")
-    assert rc == EXIT_REGRESSED, out
+    assert rc == REFUSED, out
     assert verdicts(out)[culprit] == "REGRESSED"
     assert f"gate: FAIL: 1 regressed: {culprit}" in out
     assert not (tmp_path / "regression_gate.png").exists()
@@ -112,7 +113,7 @@ def test_doctored_run_fails_naming_the_metric(tmp_path, capsys, key, change, cul
 def test_a_change_within_tolerance_passes(tmp_path, capsys):
     metrics = doctor(DEMO_METRICS, tmp_path / "metrics.jsonl", SCORE, lambda v: v - 0.04)
     rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml"), "--no-plot")
-    assert rc == EXIT_OK and verdicts(out)[SCORE] == "ok", out
+    assert rc == OK and verdicts(out)[SCORE] == "ok", out
 
 
 def test_one_sided_an_improvement_passes(tmp_path, capsys):
@@ -120,7 +121,7 @@ def test_one_sided_an_improvement_passes(tmp_path, capsys):
     metrics = doctor(DEMO_METRICS, tmp_path / "m1.jsonl", SCORE, lambda v: v + 0.1)
     metrics = doctor(metrics, tmp_path / "m2.jsonl", STEP_TIME, lambda v: v / 2)
     rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml"), "--no-plot")
-    assert rc == EXIT_OK, out
+    assert rc == OK, out
     assert verdicts(out)[SCORE] == "improved" and verdicts(out)[STEP_TIME] == "improved"
 
 
@@ -131,23 +132,23 @@ def test_either_direction_fails_both_ways(tmp_path, capsys):
     for sign in (+1, -1):
         metrics = doctor(DEMO_METRICS, tmp_path / "m.jsonl", SCORE, lambda v: v + sign * 0.06)
         rc, out, _ = gate(capsys, metrics, baseline, "--no-plot")
-        assert rc == EXIT_REGRESSED and "±0.05" in out and verdicts(out)[SCORE] == "REGRESSED", out
+        assert rc == REFUSED and "±0.05" in out and verdicts(out)[SCORE] == "REGRESSED", out
 
 
 def test_ungated_group_is_reported_not_failed(tmp_path, capsys):
     metrics = doctor(DEMO_METRICS, tmp_path / "metrics.jsonl", STEP_TIME, lambda v: v * 1.5)
     baseline = write_baseline(tmp_path / "b.yaml")
     rc, out, _ = gate(capsys, metrics, baseline, "--no-plot", "--gate", "correctness")
-    assert rc == EXIT_OK and verdicts(out)[STEP_TIME] == "regressed (not gated)", out
+    assert rc == OK and verdicts(out)[STEP_TIME] == "regressed (not gated)", out
     rc, out, _ = gate(capsys, metrics, baseline, "--no-plot")  # the baseline's own list gates speed
-    assert rc == EXIT_REGRESSED and "+50.0%" in out, out
+    assert rc == REFUSED and "+50.0%" in out, out
 
 
 def test_relative_tolerance_is_a_fraction_of_the_baseline(tmp_path, capsys):
     value = window_mean(STEP_TIME)
     baseline = write_baseline(tmp_path / "b.yaml", {STEP_TIME: {"group": "speed", "value": value,
                                                                 "regression": "rise", "rel": 0.05}})
-    for factor, rc_expected in ((1.04, EXIT_OK), (1.06, EXIT_REGRESSED)):
+    for factor, rc_expected in ((1.04, OK), (1.06, REFUSED)):
         metrics = doctor(DEMO_METRICS, tmp_path / "m.jsonl", STEP_TIME, lambda v: v * factor)
         rc, out, _ = gate(capsys, metrics, baseline, "--no-plot")
         assert rc == rc_expected, (factor, out)
@@ -159,20 +160,20 @@ def test_reduce_max_takes_the_window_peak(tmp_path, capsys):
     spec = {"group": "speed", "value": 0.74, "regression": "rise", "abs": 1.0}
     rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml", {key: {**spec, "reduce": "max"}}),
                       "--no-plot")
-    assert rc == EXIT_REGRESSED, out  # one step 2 GB over: the peak
+    assert rc == REFUSED, out  # one step 2 GB over: the peak
     rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml", {key: spec}), "--no-plot")
-    assert rc == EXIT_OK, out  # the mean of ten steps moves 0.2 GB only
+    assert rc == OK, out  # the mean of ten steps moves 0.2 GB only
     # A NaN on one step fails the metric even where the reduction (the peak) would pass over it.
     metrics = doctor(DEMO_METRICS, tmp_path / "nan.jsonl", key, lambda v: math.nan, steps={7})
     rc, out, _ = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml", {key: {**spec, "reduce": "max"}}),
                       "--no-plot")
-    assert rc == EXIT_REGRESSED and verdicts(out)[key] == "REGRESSED", out
+    assert rc == REFUSED and verdicts(out)[key] == "REGRESSED", out
 
 
 # ================================================================================================ bad input
 def bad(capsys, metrics, baseline, *extra):
     rc, out, err = gate(capsys, metrics, baseline, *extra)
-    assert rc == EXIT_BAD_INPUT and not out, (out, err)
+    assert rc == REFUSED and not out, (out, err)
     return err
 
 
@@ -181,6 +182,16 @@ def test_missing_files_are_named(tmp_path, capsys):
     assert f"metrics file {tmp_path / 'nope.jsonl'} not found" in bad(capsys, tmp_path / "nope.jsonl", baseline)
     assert f"baseline {tmp_path / 'nope.yaml'} not found" in bad(capsys, DEMO_METRICS, tmp_path / "nope.yaml")
     assert not (tmp_path / "regression_gate.png").exists()
+
+
+def test_a_json_it_cannot_write_is_the_command_failing_not_a_verdict(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me")
+    rc, out, err = gate(capsys, DEMO_METRICS, write_baseline(tmp_path / "b.yaml"), "--no-plot",
+                        "--json", blocker / "gate.json")
+    # The checks' one table: 1 is "the tool broke" (no verdict given), 2 would read as a regression.
+    assert rc == FAILED == 1 and not out, (out, err)
+    assert f"error: cannot write {blocker}: File exists" in err and blocker.read_text() == "keep me"
 
 
 @pytest.mark.parametrize(
@@ -228,7 +239,7 @@ def test_required_metric_missing_from_the_run_is_named(tmp_path, capsys):
     # The same metric marked optional is skipped.
     baseline = write_baseline(tmp_path / "b.yaml", {"critic/rewards/meen": {**spec, "optional": True}})
     rc, out, _ = gate(capsys, DEMO_METRICS, baseline, "--no-plot")
-    assert rc == EXIT_OK and verdicts(out)["critic/rewards/meen"] == "skipped (optional, not logged)"
+    assert rc == OK and verdicts(out)["critic/rewards/meen"] == "skipped (optional, not logged)"
 
 
 def test_damaged_metrics_line_is_named(tmp_path, capsys):
@@ -256,7 +267,7 @@ def test_module_entry_point(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "verl_ascend.report.gate", str(DEMO_METRICS), "--baseline",
                            str(write_baseline(tmp_path / "b.yaml")), "--plot", str(tmp_path / "p.png")],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == EXIT_OK, proc.stderr
+    assert proc.returncode == OK, proc.stderr
     assert (tmp_path / "p.png").read_bytes()[:8] == PNG
 
 

@@ -9,8 +9,10 @@ Runs, in order, and reports each check with its measured value and verdict:
 5. ``trace``: its profiled step's trace holds RmsNorm, SwiGlu, RotaryMul (and MatmulAllReduce when
    mc2 at rollout TP > 1 is asked for with ``--tp``).
 
-It writes ``accept.json`` and ``accept.txt`` to the folder it prints and exits 0 when no check
-failed, 1 when one did, 2 on bad input (an unknown option, a folder it cannot write). Without a real
+It writes ``accept.json`` and ``accept.txt`` to the folder it prints. Exit status, the checks' one table
+(:mod:`verl_ascend.checks.exits`): 0 when no check failed; 2 refused -- a check failed (a check that
+crashes is a failed check, named in the report), or bad input (an unknown option, a report folder it
+cannot write or that holds an earlier run); 1 the command itself failed (a traceback). Without a real
 ``torch_npu`` (a CPU machine, CI) it runs under the NPU emulator and vLLM's CPU build, and the
 report marks which parts are device-only and were skipped, and what stood in for them.
 """
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 
 from verl_ascend import envs
+from verl_ascend.checks.exits import OK, REFUSED
 
 from verl.ascend.accept.report import FAIL, SKIPPED, Check, exit_code, metadata, writable_folder, write_report
 
@@ -63,7 +66,7 @@ def stack_check() -> Check:
     with contextlib.redirect_stdout(out):
         status = stack_gate.run()
     check.value = {"exit_status": status, "lines": out.getvalue().splitlines()}
-    if status != 0:
+    if status != OK:
         check.fail("the stack gate refused this install (its MISMATCH lines name the culprits)")
     return check
 
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--out {folder}: it already holds an acceptance run (dapo/); give a new folder")
     except ValueError as e:
         print(f"python -m verl.ascend.accept: error: {e}", file=sys.stderr)
-        return 2
+        return REFUSED
     emulated = not emulator.real_torch_npu_importable()
     mode = "CPU: NPU emulator and vLLM's CPU build" if emulated else "Ascend NPU"
     print(f"[verl-ascend accept] {mode}; report folder: {folder}", flush=True)

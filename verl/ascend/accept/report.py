@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from verl_ascend.checks.exits import OK, REFUSED
 from verl_ascend.run.files import write_atomic
 
 PASS, FAIL, SKIPPED = "pass", "FAIL", "skipped"
@@ -44,8 +45,9 @@ class Check:
 
 
 def exit_code(checks: list[Check]) -> int:
-    """0 when no check failed (skipped checks do not fail a run), else 1."""
-    return 1 if any(c.verdict == FAIL for c in checks) else 0
+    """The checks' one table (:mod:`verl_ascend.checks.exits`): ``OK`` (0) when no check failed (skipped
+    checks do not fail a run), else ``REFUSED`` (2): the host is not accepted, the report says why."""
+    return REFUSED if any(c.verdict == FAIL for c in checks) else OK
 
 
 def _short(item):
@@ -94,7 +96,7 @@ def metadata(mode: str) -> dict:
 def write_report(folder: Path, checks: list[Check], meta: dict) -> tuple[Path, Path, str]:
     """Write both files (each to a temporary name, then renamed); returns their paths and the text."""
     text = render_text(checks, meta)
-    data = {"schema": 1, **meta, "verdict": FAIL if exit_code(checks) else PASS,
+    data = {"schema": 1, **meta, "verdict": FAIL if exit_code(checks) != OK else PASS,
             "checks": [asdict(c) for c in checks]}
     paths = []
     for name, content in ((JSON_NAME, json.dumps(data, indent=2, sort_keys=False) + "\n"), (TEXT_NAME, text)):

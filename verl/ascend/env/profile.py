@@ -4,9 +4,8 @@ The evaluator, top of the package's one-way layering: ``table`` (the table ``pro
 its conditions and result types) <- ``stack`` (the target release's surface) <- ``vllm_switches``
 (the vLLM / vllm-ascend half) <- this module <- ``rules`` (the checks) and the commands:
 
-- :func:`evaluate_env_profile` -> (:class:`EnvProfile`, every violated rule), once per config
-  state and environment (:func:`evaluate_env_profile` keeps the last few results: the dry run,
-  the checks and the launch ask for the same profile several times);
+- :func:`evaluate_env_profile` -> (:class:`EnvProfile`, every violated rule); inside
+  :func:`evaluated_once` (a dry run, a launch) once per state of what it reads;
 - :func:`resolve_env_profile` raises :class:`EnvConflictError` on the first violated rule;
   :func:`find_conflicts` returns them all;
 - :func:`apply_to_config` resolves and writes the result into the config so that it reaches
@@ -38,6 +37,7 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from verl.ascend.env import vllm_switches
+from verl.ascend.env.stack import ENV_KEY as STACK_TARGET_ENV
 from verl.ascend.env.table import (
     ADDITIONAL_CONFIG_KEY,
     RAY_ENV_KEY,
@@ -54,6 +54,7 @@ from verl.ascend.env.table import (
 )
 from verl.ascend.env.wire import PROFILE_ENV, is_arm_cpu
 from verl.ascend.ops.switches import FusedOpSwitches
+from verl_ascend.checks.effective import ENFORCE_EAGER_KEYS, rollout_enforce_eager
 from verl_ascend.envs import parse_bool
 
 DEFAULTS_PATH = Path(__file__).parents[1] / "config" / "ascend.yaml"
@@ -168,7 +169,8 @@ def _host_cpu(raw: Any, errors: list[EnvConflictError]) -> tuple[str, str]:
 
 
 def config_facts(config, settings: dict) -> dict[str, Any]:
-    enforce_eager = select(config, "actor_rollout_ref.rollout.enforce_eager", False)
+    # What vLLM is handed: engine_kwargs.vllm.enforce_eager over rollout.enforce_eager (rollout.name=vllm).
+    enforce_eager = rollout_enforce_eager(lambda key: select(config, key)) or False
     tp = select(config, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
     facts = {
         "trainer.device": select(config, "trainer.device"),
@@ -316,7 +318,7 @@ READS = (
     "ascend",
     "trainer.device",
     "actor_rollout_ref.rollout.name",
-    "actor_rollout_ref.rollout.enforce_eager",
+    *ENFORCE_EAGER_KEYS,
     "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "actor_rollout_ref.rollout.enable_chunked_prefill",
     ADDITIONAL_CONFIG_KEY,
@@ -331,8 +333,10 @@ def evaluated_once() -> Iterator[None]:
     """Within this block the profile is evaluated once per config state and environment.
 
     Why: the dry run asks for it three times (effective settings, the env section, the checks' rule)
-    on one config. The key is the values the evaluation reads, not the object, so a config changed
-    in between (``apply_to_config`` writes into it) is evaluated again; outside the block nothing
+    on one config, a launch twice (the checks' rule, then ``apply_to_config``, after the driver
+    exported its own variables). The key is the values the evaluation reads (:data:`READS`,
+    :func:`_reads_variable`), not the object, so a config changed where it is read (``apply_to_config``
+    writes into it) is evaluated again; outside the block nothing
     is kept, so no later caller (a test patching the table, a second job) sees a stale profile.
     """
     global _memo
@@ -343,15 +347,31 @@ def evaluated_once() -> Iterator[None]:
         _memo = outer
 
 
+def _reads_variable(name: str) -> bool:
+    """Whether the evaluation reads this variable, from the environment or from the job's Ray env
+    (:data:`RAY_ENV_KEY`): the table's variables, ``VLLM_*`` (passed on to vLLM, name-checked) and the
+    stack targets (``VERL_ASCEND_TARGET_*``). A test proves that no other variable changes the result.
+
+    Why it matters: between the launch's checks and ``apply_to_config`` the driver exports its own
+    variables (``VERL_USE_EXTERNAL_MODULES``, the run folder, ...) into both; they must not make a
+    second evaluation of an unchanged profile.
+    """
+    return name in table_variables() or name.startswith("VLLM_") or name in STACK_TARGET_ENV.values()
+
+
 def _state(config, environ: Mapping[str, str]) -> tuple[str, tuple] | None:
-    """What an evaluation depends on (the values of :data:`READS` and the environment), hashable.
+    """What an evaluation depends on (the values of :data:`READS` and of the variables it reads), hashable.
 
     None when those values cannot be resolved: then nothing is cached and the evaluation says what is wrong.
     """
     try:
         values = [select(config, key) for key in READS]
         values = [OmegaConf.to_container(v, resolve=True) if isinstance(v, (DictConfig, ListConfig)) else v for v in values]
-        return json.dumps(values, sort_keys=True, default=repr), tuple(sorted((str(k), str(v)) for k, v in environ.items()))
+        ray_env = values[READS.index(RAY_ENV_KEY)]
+        if isinstance(ray_env, Mapping):  # PROFILE_ENV there names what an earlier delivery wrote
+            values[READS.index(RAY_ENV_KEY)] = {k: v for k, v in ray_env.items() if _reads_variable(str(k)) or k == PROFILE_ENV}
+        read_environ = tuple(sorted((str(k), str(v)) for k, v in environ.items() if _reads_variable(str(k))))
+        return json.dumps(values, sort_keys=True, default=repr), read_environ
     except Exception:  # noqa: BLE001 -- an unresolvable interpolation is the evaluation's to report
         return None
 
