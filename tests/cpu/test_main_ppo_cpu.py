@@ -152,6 +152,47 @@ def test_worker_thread_counts_filled_unless_set(monkeypatch):
     assert not any("TQ_NUM_THREADS" in c for c in changes)
 
 
+def _upstream_config(*overrides: str):
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        return compose("ppo_trainer", overrides=list(overrides))
+
+
+def test_separate_async_gets_the_gloo_engine_and_a_rollout_pool():
+    """separate_async on a CPU: upstream refuses 'naive' and asserts rollout.nnodes > 0 inside Ray."""
+    from verl.cpu import config_defaults
+
+    config = _upstream_config("trainer.v1.trainer_mode=separate_async", "trainer.n_gpus_per_node=1")
+    changes = config_defaults.apply(config)
+    engine = config.actor_rollout_ref.rollout.checkpoint_engine
+    assert (engine.backend, engine.custom_backend_module) == ("gloo", "verl.cpu.checkpoint_engine")
+    assert config.actor_rollout_ref.rollout.nnodes == 1 and config.actor_rollout_ref.rollout.n_gpus_per_node == 1
+    assert config.ray_kwargs.ray_init.num_gpus == 2  # the training rank and the rollout pool's slot
+    assert "actor_rollout_ref.rollout.checkpoint_engine.backend: naive -> gloo (separate trainer and rollout " \
+        "processes)" in changes
+
+
+def test_other_modes_keep_the_naive_engine():
+    from verl.cpu import config_defaults
+
+    for mode in ("sync", "colocate_async"):
+        config = _upstream_config(f"trainer.v1.trainer_mode={mode}", "trainer.n_gpus_per_node=1")
+        config_defaults.apply(config)
+        assert config.actor_rollout_ref.rollout.checkpoint_engine.backend == "naive"
+        assert config.ray_kwargs.ray_init.num_gpus == 1
+
+
+def test_separate_async_with_a_device_engine_is_refused_naming_the_key():
+    from verl.cpu import config_defaults
+
+    config = _upstream_config("trainer.v1.trainer_mode=separate_async",
+                              "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl")
+    with pytest.raises(config_defaults.CPUConfigError,
+                       match=r"checkpoint_engine.backend=nccl moves weights between devices; on a CPU use gloo"):
+        config_defaults.apply(config)
+
+
 @pytest.mark.e2e
 def test_main_ppo_without_a_rollout_engine_is_refused_before_ray(tiny_dir, tmp_path):
     """Upstream's `???` for actor_rollout_ref.rollout.name used to start Ray, TransferQueue and the worker
@@ -165,3 +206,28 @@ def test_main_ppo_without_a_rollout_engine_is_refused_before_ray(tiny_dir, tmp_p
     for started in ("Started a local Ray instance", "TransferQueue", "Traceback"):
         assert started not in output, output[-4000:]
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+@pytest.mark.e2e
+def test_upstream_separate_async_trains_on_cpu_through_the_gloo_engine(tiny_dir, tmp_path):
+    """Upstream's own separate_async trainer, nothing CPU-specific added: the CPU platform supplies the gloo
+    engine and the rollout pool, and every parameter sync moves the whole model between the two pools."""
+    metrics = tmp_path / "metrics.jsonl"
+    overrides = [*user_overrides(tiny_dir), "trainer.v1.trainer_mode=separate_async",
+                 "trainer.v1.separate_async.parameter_sync_step=1"]  # train_batch_size == 1 x ppo_mini_batch_size
+    result = main_ppo(overrides, metrics, timeout=1200)
+    assert result.returncode == 0, (result.stdout[-4000:], result.stderr[-4000:])
+    assert "checkpoint_engine.backend: naive -> gloo" in result.stdout + result.stderr
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    synced = [r["data"] for r in rows if "weight_sync/gloo_tensors" in r.get("data", {})]
+    trained = [r for r in rows if "actor/pg_loss" in r.get("data", {})]
+    assert len(trained) == STEPS and len(synced) >= STEPS
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir / "model")
+    params = dict(model.named_parameters())
+    for data in synced:
+        assert data["weight_sync/gloo_tensors"] == len(params)  # every tensor of the model, once
+        assert data["weight_sync/gloo_megabytes"] * 2**20 == sum(p.numel() * p.element_size() for p in params.values())
+    staleness = [r["data"]["training/off_policy/trajectory_staleness/max"] for r in trained]
+    assert max(staleness) <= 1  # parameter_sync_step=1: samples at most one weight version old

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from verl_ascend.report.gate import EXIT_OK, EXIT_REGRESSED, load_baseline
+from verl_ascend.checks.exits import OK as EXIT_OK, REFUSED as EXIT_REGRESSED  # the gate: a regression is REFUSED
+from verl_ascend.report.gate import load_baseline
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINES = REPO / "recipe" / "dapo_ascend" / "baselines"

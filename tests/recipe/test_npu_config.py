@@ -54,8 +54,8 @@ def test_tuned_values(npu):
     assert arr.rollout.tensor_model_parallel_size == 8 and arr.rollout.name == "vllm"
     assert arr.rollout.enable_chunked_prefill is True and arr.rollout.enforce_eager is True
     assert (npu.trainer.nnodes, npu.trainer.n_gpus_per_node, npu.trainer.device) == (16, 8, "npu")
-    # host_cpu is not repeated: the backend declares it (verl/ascend/config/ascend.yaml; test_config_keys.py)
-    assert dict(npu.ascend.env) == {"mc2": "auto", "aiv": "auto"}
+    # host_cpu restates the backend's default so a plain override reaches it (test_config_keys.py)
+    assert dict(npu.ascend.env) == {"mc2": "auto", "aiv": "auto", "host_cpu": "auto"}
     assert dict(npu.ascend.stack) == {"vllm": "auto", "vllm_ascend": "auto"}
     assert npu.ascend.fused_ops.enable is True
 

@@ -44,6 +44,7 @@ def apply(config: DictConfig) -> list[str]:
         changes += _attention(config)
         changes += _strategy(config)
         changes += _hf_rollout_parallelism(config)
+        changes += _separate_async(config)
         changes += _ray_slots(config)
     for line in changes:
         logger.warning("[verl.cpu] %s", line)
@@ -88,6 +89,49 @@ def _hf_rollout_parallelism(config: DictConfig) -> list[str]:
     return [f"actor_rollout_ref.rollout.tensor_model_parallel_size: {tp} -> 1 (the hf rollout server is one process)"]
 
 
+# Upstream's separate_async trainer moves weights into a rollout pool of its own through a checkpoint
+# engine; every engine upstream ships needs a device or one shared process ("naive", which it refuses).
+ENGINE = "actor_rollout_ref.rollout.checkpoint_engine"
+GLOO_MODULE = "verl.cpu.checkpoint_engine"
+DEVICE_ENGINES = ("nccl", "hccl", "nixl", "mooncake", "kimi_ckpt_engine")
+
+
+def _separate_async(config: DictConfig) -> list[str]:
+    """In ``separate_async``: the gloo weight-sync engine and a one-slot rollout pool, where the user set neither."""
+    if OmegaConf.select(config, "trainer.v1.trainer_mode") != "separate_async":
+        return []
+    engine = OmegaConf.select(config, ENGINE)
+    if engine is None:
+        return []
+    changes = []
+    backend = engine.get("backend")
+    if backend in DEVICE_ENGINES:
+        raise CPUConfigError(
+            f"{ENGINE}.backend={backend} moves weights between devices; on a CPU use gloo "
+            f"({ENGINE}.backend=gloo, {ENGINE}.custom_backend_module={GLOO_MODULE}) or leave it unset"
+        )
+    if backend in (None, "naive"):
+        engine["backend"] = "gloo"
+        changes.append(f"{ENGINE}.backend: {backend} -> gloo (separate trainer and rollout processes)")
+    if engine["backend"] == "gloo" and not engine.get("custom_backend_module"):
+        engine["custom_backend_module"] = GLOO_MODULE
+        changes.append(f"{ENGINE}.custom_backend_module: unset -> {GLOO_MODULE} (registers the gloo engine)")
+    rollout = config.actor_rollout_ref.rollout
+    for key in ("nnodes", "n_gpus_per_node"):
+        if not rollout.get(key):
+            changes.append(f"actor_rollout_ref.rollout.{key}: {rollout.get(key)} -> 1 (the rollout pool: one slot)")
+            rollout[key] = 1
+    return changes
+
+
+def _rollout_pool_slots(config: DictConfig) -> int:
+    """Logical GPU slots of separate_async's rollout pool (0 in every other mode)."""
+    if OmegaConf.select(config, "trainer.v1.trainer_mode") != "separate_async":
+        return 0
+    rollout = config.actor_rollout_ref.rollout
+    return int(rollout.get("nnodes") or 0) * int(rollout.get("n_gpus_per_node") or 0)
+
+
 def _is_interpolation(config: DictConfig, key: str) -> bool:
     parent, leaf = key.rsplit(".", 1)
     return OmegaConf.is_interpolation(OmegaConf.select(config, parent), leaf)
@@ -102,8 +146,10 @@ def _ray_slots(config: DictConfig) -> list[str]:
     needed = cpu_slots_needed(config, ranks)
     changes = _worker_threads(ray_init)
     if ray_init.get("num_gpus") is None:
-        ray_init["num_gpus"] = ranks
-        changes.append(f"ray_kwargs.ray_init.num_gpus: unset -> {ranks} (logical slots, one per training rank)")
+        pool = _rollout_pool_slots(config)
+        ray_init["num_gpus"] = ranks + pool
+        changes.append(f"ray_kwargs.ray_init.num_gpus: unset -> {ranks + pool} (logical slots, one per training rank"
+                       + (f", {pool} for the rollout pool)" if pool else ")"))
     if ray_init.get("num_cpus") is None:
         ray_init["num_cpus"] = max(needed, os.cpu_count() or 1)
         changes.append(
