@@ -143,10 +143,10 @@ def _ray_slots(config: DictConfig) -> list[str]:
     if ray_init is None or _connects_to_cluster(ray_init):
         return []  # an existing cluster: its nodes declared their slots at `ray start`
     ranks = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
-    needed = cpu_slots_needed(config, ranks)
+    pool = _rollout_pool_slots(config)  # its bundles hold CPU slots as the training ranks' do
+    needed = cpu_slots_needed(config, ranks + pool)
     changes = _worker_threads(ray_init)
     if ray_init.get("num_gpus") is None:
-        pool = _rollout_pool_slots(config)
         ray_init["num_gpus"] = ranks + pool
         changes.append(f"ray_kwargs.ray_init.num_gpus: unset -> {ranks + pool} (logical slots, one per training rank"
                        + (f", {pool} for the rollout pool)" if pool else ")"))
