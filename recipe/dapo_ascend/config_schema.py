@@ -115,18 +115,12 @@ def safe_name(v: Any) -> bool:
     )
 
 
-def value_of(config: DictConfig, key: str) -> Any:
-    """The resolved value at ``key``, ``ABSENT`` if not there; raises ValueError naming the key if
-    an interpolation cannot resolve."""
-    return sections.lookup(config, key)
-
-
 def problems(config: DictConfig) -> list[str]:
     """Every key whose value is not accepted: ``key=value: accepted is ...``; our own sections' first."""
     found = sections.problems(config)
     for rule in _rules():
         try:
-            value = value_of(config, rule.key)
+            value = sections.lookup(config, rule.key)
         except ValueError as exc:
             found.append(str(exc))
             continue

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from verl_ascend import envs
 from verl_ascend.checks import exits
@@ -58,10 +58,20 @@ def check_destination(config: DictConfig) -> None:
 
 
 def strict_of(config: DictConfig, environ=None) -> bool:
-    """Warnings refuse too: ``doctor.strict`` in the config or ``VERL_ASCEND_DOCTOR_STRICT=1``."""
-    from verl_ascend import checks
+    """Warnings refuse too: ``doctor.strict`` in the config or ``VERL_ASCEND_DOCTOR_STRICT=1``.
 
-    return checks.strict_from_env(environ) or bool(OmegaConf.select(config, "doctor.strict", default=False))
+    A value of ``doctor.strict`` that is not accepted counts as not strict here: the ``config_types``
+    rule already refuses it, naming the key."""
+    from verl_ascend import checks
+    from verl_ascend.checks.options import DoctorOptions
+    from verl_ascend.sections import SectionError
+
+    if checks.strict_from_env(environ):
+        return True
+    try:
+        return DoctorOptions.from_config(config).strict
+    except SectionError:
+        return False
 
 
 def findings(config: DictConfig, environ=None, *, inputs: bool = True):

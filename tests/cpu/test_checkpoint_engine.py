@@ -178,3 +178,7 @@ def test_topology_and_arguments_are_checked():
         GlooCheckpointEngine.build_topology(1, 1, [{"master": None}, {"master": None}])
     with pytest.raises(ValueError, match="bucket_size=0: expected bytes > 0"):
         GlooCheckpointEngine(bucket_size=0)
+    with pytest.raises(ValueError, match=r"engine_kwargs.gloo: unknown key\(s\) \['timeout_sec'\]; accepted: \['timeout_s'\]"):
+        GlooCheckpointEngine(bucket_size=1, timeout_sec=5)
+    with pytest.raises(ValueError, match=r"engine_kwargs.gloo.timeout_s=0: expected seconds > 0"):
+        GlooCheckpointEngine(bucket_size=1, timeout_s=0)

@@ -184,13 +184,17 @@ def test_other_modes_keep_the_naive_engine():
         assert config.ray_kwargs.ray_init.num_gpus == 1
 
 
-def test_separate_async_with_a_device_engine_is_refused_naming_the_key():
+@pytest.mark.parametrize("override, named", [
+    ("+actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo.timeout_sec=5",
+     r"engine_kwargs.gloo: unknown key\(s\) \['timeout_sec'\]; accepted: \['timeout_s'\]"),
+    ("actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
+     r"checkpoint_engine.backend=nccl moves weights between devices; on a CPU use gloo"),
+])
+def test_separate_async_engine_settings_that_cannot_work_are_refused_before_ray(override, named):
     from verl.cpu import config_defaults
 
-    config = _upstream_config("trainer.v1.trainer_mode=separate_async",
-                              "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl")
-    with pytest.raises(config_defaults.CPUConfigError,
-                       match=r"checkpoint_engine.backend=nccl moves weights between devices; on a CPU use gloo"):
+    config = _upstream_config("trainer.v1.trainer_mode=separate_async", override)
+    with pytest.raises(config_defaults.CPUConfigError, match=named):
         config_defaults.apply(config)
 
 

@@ -2,7 +2,7 @@
 
 Upstream's asynchronous trainer modes move the trainer's weights into separate rollout processes
 through an engine of ``verl.checkpoint_engine.CheckpointEngineRegistry``. Every engine upstream
-ships needs a device (``nccl``, ``hccl``, ``nixl``, ``mooncake``) or shares one process
+ships needs a device (``nccl``, HCCL on NPU; ``nixl``; ``mooncake``) or shares one process
 (``naive``), so none can run where trainer and rollout are separate CPU processes. This one is
 backend ``gloo``, registered when the module is imported; upstream imports it in the trainer and
 in every rollout worker before the lookup when the config names it::
@@ -41,6 +41,8 @@ from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegist
 from verl.workers.rollout.utils import ensure_async_iterator
 
 BACKEND = "gloo"
+KWARGS = "actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo"
+ENGINE_KWARGS = ("timeout_s",)  # what KWARGS may hold
 OUTSIDE = -1  # a trainer rank that only walks the weights (producing them is collective over its group)
 
 
@@ -78,15 +80,18 @@ class GlooCheckpointEngine(CheckpointEngine):
     ``engine_kwargs.gloo.timeout_s`` (default 600) bounds each collective, so a peer that died
     ends the sync with an error instead of a hang."""
 
-    def __init__(self, bucket_size: int, is_master: bool = False, timeout_s: float = 600.0, **_: Any) -> None:
+    def __init__(self, bucket_size: int, is_master: bool = False, timeout_s: float = 600.0, **unknown: Any) -> None:
+        if unknown:  # engine_kwargs.gloo holds only what this engine reads: a misspelt key would do nothing
+            raise ValueError(f"{KWARGS}: unknown key(s) {sorted(unknown)}; accepted: {list(ENGINE_KWARGS)}")
         if bucket_size <= 0:
             raise ValueError(f"checkpoint_engine gloo: bucket_size={bucket_size}: expected bytes > 0")
+        if not float(timeout_s) > 0:
+            raise ValueError(f"{KWARGS}.timeout_s={timeout_s!r}: expected seconds > 0")
         self.bucket_size, self.is_master = int(bucket_size), is_master
         self.timeout = datetime.timedelta(seconds=float(timeout_s))
         self.store: Optional[dist.TCPStore] = None
         self.group = None
         self.rank: Optional[int] = None
-        self.last_sync: dict[str, float] = {}
 
     # ------------------------------------------------------------------ topology
     def prepare(self) -> dict[str, Any]:
@@ -191,10 +196,8 @@ class GlooCheckpointEngine(CheckpointEngine):
             raise RuntimeError(f"checkpoint_engine gloo: rank {self.rank} is a receiver, not the sender")
         began = time.perf_counter()
         sent, count = await self._send(weights)
-        seconds = time.perf_counter() - began
-        self.last_sync = {"weight_sync/gloo_seconds": seconds, "weight_sync/gloo_megabytes": sent / 2**20,
-                          "weight_sync/gloo_tensors": float(count)}
-        return dict(self.last_sync)
+        return {"weight_sync/gloo_seconds": time.perf_counter() - began, "weight_sync/gloo_megabytes": sent / 2**20,
+                "weight_sync/gloo_tensors": float(count)}
 
     def _receive_bucket(self) -> Optional[tuple[list[Piece], torch.Tensor]]:
         header = torch.empty(2, dtype=torch.int64)

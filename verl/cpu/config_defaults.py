@@ -93,7 +93,7 @@ def _hf_rollout_parallelism(config: DictConfig) -> list[str]:
 # engine; every engine upstream ships needs a device or one shared process ("naive", which it refuses).
 ENGINE = "actor_rollout_ref.rollout.checkpoint_engine"
 GLOO_MODULE = "verl.cpu.checkpoint_engine"
-DEVICE_ENGINES = ("nccl", "hccl", "nixl", "mooncake", "kimi_ckpt_engine")
+DEVICE_ENGINES = ("nccl", "nixl", "mooncake", "kimi_ckpt_engine")  # upstream names; nccl is HCCL on NPU
 
 
 def _separate_async(config: DictConfig) -> list[str]:
@@ -113,15 +113,26 @@ def _separate_async(config: DictConfig) -> list[str]:
     if backend in (None, "naive"):
         engine["backend"] = "gloo"
         changes.append(f"{ENGINE}.backend: {backend} -> gloo (separate trainer and rollout processes)")
-    if engine["backend"] == "gloo" and not engine.get("custom_backend_module"):
-        engine["custom_backend_module"] = GLOO_MODULE
-        changes.append(f"{ENGINE}.custom_backend_module: unset -> {GLOO_MODULE} (registers the gloo engine)")
+    if engine["backend"] == "gloo":
+        if not engine.get("custom_backend_module"):
+            engine["custom_backend_module"] = GLOO_MODULE
+            changes.append(f"{ENGINE}.custom_backend_module: unset -> {GLOO_MODULE} (registers the gloo engine)")
+        _check_gloo_kwargs(engine)
     rollout = config.actor_rollout_ref.rollout
     for key in ("nnodes", "n_gpus_per_node"):
         if not rollout.get(key):
             changes.append(f"actor_rollout_ref.rollout.{key}: {rollout.get(key)} -> 1 (the rollout pool: one slot)")
             rollout[key] = 1
     return changes
+
+
+def _check_gloo_kwargs(engine) -> None:
+    """Before Ray: the engine would refuse an unknown key inside a worker, after the cluster started."""
+    from verl.cpu.checkpoint_engine import ENGINE_KWARGS, KWARGS
+
+    unknown = sorted(set((engine.get("engine_kwargs") or {}).get("gloo") or {}) - set(ENGINE_KWARGS))
+    if unknown:
+        raise CPUConfigError(f"{KWARGS}: unknown key(s) {unknown}; accepted: {list(ENGINE_KWARGS)}")
 
 
 def _rollout_pool_slots(config: DictConfig) -> int:

@@ -210,7 +210,7 @@ SEAMS: tuple[Seam, ...] = (
         ),
         why=(
             "Upstream's asynchronous trainer modes need an engine that moves weights between separate trainer and "
-            "rollout processes; every shipped one needs a device (nccl, hccl, nixl, mooncake) or one process "
+            "rollout processes; every shipped one needs a device (nccl, which is HCCL on NPU; nixl; mooncake) or one process "
             "(naive). The engine implements upstream's abstract protocol (prepare, build_topology, "
             "init_process_group, send/receive_weights, finalize), so a change in how the manager calls it, or in "
             "what the workers pass to its constructor (bucket_size, is_master, engine_kwargs), breaks it silently."

@@ -106,13 +106,22 @@ class Tree:
         self.driver, self.skip, self.seen = driver, set(skip), {}
 
     def read(self) -> None:
-        for pid, start in descendants(self.driver, process_table()).items():
+        """Add the driver's descendants now; forget those seen before that are gone (a run of days
+        spawns many short-lived processes)."""
+        table = process_table()
+        self.seen = {pid: start for pid, start in self.seen.items() if _same(table, pid, start)}
+        for pid, start in descendants(self.driver, table).items():
             if pid not in self.skip:
                 self.seen[pid] = start
 
     def alive(self) -> list[int]:
         table = process_table()
-        return [pid for pid, start in self.seen.items() if pid in table and table[pid][1] == start]
+        return [pid for pid, start in self.seen.items() if _same(table, pid, start)]
+
+
+def _same(table: dict[int, tuple[int, int]], pid: int, start: int) -> bool:
+    """``pid`` is still the process that started at ``start`` (not gone, not a reused PID)."""
+    return pid in table and table[pid][1] == start
 
 
 def wait_for_end(pipe: int, tree: Tree) -> bytes:

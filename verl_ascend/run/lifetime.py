@@ -4,7 +4,8 @@
   every process of the run a token (``VERL_ASCEND_RUN_TOKEN``, inherited by all Ray starts) and
   starts :mod:`verl_ascend.run.guardian`, which holds the run lock with it and, when the driver is
   gone by any signal (``kill -9`` included), kills every process carrying the token or seen in the
-  driver's process tree while it lived, then exits, releasing the lock. A rerun can never take the folder while an old worker may still write in it.
+  driver's process tree while it lived, then exits, releasing the lock. A rerun can never take the
+  folder while an old worker may still write in it.
 - **SIGTERM / SIGINT stop the run at once** (:func:`install_stop_handlers`): the step in flight is
   abandoned (its checkpoints, written only at a step's end and proven whole on resume, are not at
   risk), the cluster is shut down, and the driver exits 128 + the signal number with one last line

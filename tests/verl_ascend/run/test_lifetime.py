@@ -176,6 +176,9 @@ def test_a_reused_pid_is_not_the_process_the_tree_saw(monkeypatch):
     tree.read()
     monkeypatch.setattr(guardian, "process_table", lambda: {11: (1, 110), 12: (1, 999)})  # 12: another process now
     assert tree.alive() == [11]
+    monkeypatch.setattr(guardian, "process_table", lambda: {10: (1, 100), 11: (1, 110), 13: (10, 130)})
+    tree.read()  # 12 is gone: forgotten; 13 is new: seen
+    assert tree.seen == {11: 110, 13: 130}
 
 
 def test_stop_run_keeps_killing_until_nothing_is_left():
