@@ -63,6 +63,14 @@ setup(
             "fault_tolerance = verl_ascend.run.options:FaultTolerance",
             "profile_check = verl_ascend.run.trace_check:ProfileCheckOptions",
             "dapo_ascend = recipe.dapo_ascend.options:DapoAscendOptions",
+            "rollout_tail = recipe.dapo_ascend.rollout_tail.policy:TailPolicy",
+        ],
+        # Environment variables of each home (its own switches, paths, wire formats), assembled by verl_ascend.envs.
+        "verl_ascend.envs": [
+            "ascend = verl.ascend.envs:VARIABLES",
+            "cpu = verl.cpu.envs:VARIABLES",
+            "dapo_ascend = recipe.dapo_ascend.envs:VARIABLES",
+            "verl_ascend = verl_ascend.envs:VARIABLES",
         ],
         # A recipe's config folder, for commands outside the recipe (python -m verl.ascend.env).
         "verl_ascend.configs": [

@@ -1,13 +1,21 @@
-"""THE registry of this distribution's own environment variables, and the one way to read them.
+"""The registry of this distribution's own environment variables, and the one way to read them.
 
 The NPU runtime's variables (HCCL_*, TASK_QUEUE_ENABLE, ...) are decided by the Ascend env profile
-(``verl/ascend/env/profile.yaml``, with roles, conflicts and reasons); this table is for the
-variables *we* define: switches, paths and the wire formats between our own processes. Every name
-read anywhere in this distribution is a row here (``tests/verl_ascend/test_envs.py`` scans the code), every
-boolean goes through :func:`parse_bool`, so ``DRY_RUN=no`` and ``VERL_ASCEND_DOCTOR=off`` mean what
-they say everywhere, and an unreadable value names the variable and what would be accepted.
+(``verl/ascend/env/profile.yaml``, with roles, conflicts and reasons); the registry is for the
+variables *we* define: switches, paths and the wire formats between our own processes.
 
-``python -m verl_ascend.envs`` prints the table with the values set in this shell.
+Each home declares its own variables next to its code, as a tuple ``VARIABLES`` of :class:`EnvVar`
+in a module that imports nothing but this one (``verl/ascend/envs.py``, ``verl/cpu/envs.py``,
+``recipe/dapo_ascend/envs.py``; the toolkit's own are :data:`VARIABLES` below), registered in the
+entry-point group ``verl_ascend.envs`` (setup.py). This module keeps the mechanism: the row type,
+the assembly (:func:`declared`), the lookups (:func:`raw`, :func:`flag`, :func:`number`), the one
+boolean parser (:func:`parse_bool`: ``DRY_RUN=no`` and ``VERL_ASCEND_DOCTOR=off`` mean what they say
+everywhere, and an unreadable value names the variable and what would be accepted) and the listing.
+Every name read anywhere in this distribution is declared by some home (``tests/verl_ascend/test_envs.py``
+scans the code).
+
+``python -m verl_ascend.envs`` prints every variable with the value set in this shell; ``--markdown``
+prints the table that ``docs/architecture.md`` shows.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Optional
 
+ENTRY_POINT_GROUP = "verl_ascend.envs"
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off", "")
 
@@ -30,74 +39,32 @@ class EnvVar:
     name: str
     kind: str  # "bool" | "int" | "float" | "path" | "str" | "wire" (written by us for our own processes)
     default: str | None
-    read_by: str  # the home that reads it
+    read_by: str  # the file that reads it, in the home that declares it
     doc: str
 
 
+# The toolkit's own variables (checks, run machinery, RunPaths); the other homes declare theirs.
 VARIABLES: tuple[EnvVar, ...] = (
-    # -- user switches ----------------------------------------------------------------------------
-    EnvVar("DRY_RUN", "bool", "0", "recipe/dapo_ascend/main_dapo.py",
-           "Compose the job, print the effective settings and the checks' verdict, exit without starting Ray."),
-    EnvVar("VERL_ASCEND_DOCTOR", "bool", "1", "recipe/dapo_ascend/main_dapo.py",
-           "Run the checks before a job starts (0 skips them; refusals of preflight still apply)."),
-    EnvVar("VERL_ASCEND_DOCTOR_STRICT", "bool", "0", "checks",
+    EnvVar("VERL_ASCEND_DOCTOR_STRICT", "bool", "0", "verl_ascend/checks/__init__.py",
            "Treat the checks' warnings as errors (refuse the start)."),
-    EnvVar("VERL_ASCEND_DOCTOR_IGNORE", "str", "", "checks",
+    EnvVar("VERL_ASCEND_DOCTOR_IGNORE", "str", "", "verl_ascend/checks/__init__.py",
            "Comma-separated rule ids whose findings are not reported."),
-    EnvVar("VERL_ASCEND_NPU_EMULATOR", "bool", "0", "verl/ascend/emulator",
-           "Run the Ascend backend on a CPU through the torch_npu emulator (tests; never on real NPUs)."),
-    EnvVar("VERL_ASCEND_EMULATOR_DEVICES", "int", "8", "verl/ascend/emulator/device.py",
-           "How many NPUs the emulator pretends to have."),
-    EnvVar("VERL_ASCEND_FUSED_OPS", "bool", None, "verl/ascend/ops/switches.py",
-           "All fused ops on/off in training workers; set from ascend.fused_ops.enable by the env profile."),
-    EnvVar("VERL_ASCEND_FUSED_RMS_NORM", "bool", None, "verl/ascend/ops/switches.py",
-           "Fused RMSNorm; from ascend.fused_ops.rms_norm through the env profile."),
-    EnvVar("VERL_ASCEND_FUSED_SWIGLU", "bool", None, "verl/ascend/ops/switches.py",
-           "Fused SwiGLU; from ascend.fused_ops.swiglu through the env profile."),
-    EnvVar("VERL_ASCEND_FUSED_ROTARY_MUL", "bool", None, "verl/ascend/ops/switches.py",
-           "Fused rotary embedding; from ascend.fused_ops.rotary_mul through the env profile."),
-    EnvVar("VERL_ASCEND_TARGET_VLLM_ASCEND", "str", None, "verl/ascend/env/stack.py",
-           "The vllm-ascend version the job will run on (else ascend.stack.vllm_ascend, else the installed one)."),
-    EnvVar("VERL_ASCEND_TARGET_VLLM", "str", None, "verl/ascend/env/stack.py",
-           "The vLLM version the job will run on (else ascend.stack.vllm, else the installed one)."),
-    EnvVar("VERL_HF_ROLLOUT_THREADS", "int", "1", "verl/cpu/rollout/server.py",
-           "torch threads of the CPU `hf` rollout server."),
-    EnvVar("VERL_HF_ROLLOUT_BATCH_WAIT_MS", "float", "5", "verl/cpu/rollout/server.py",
-           "How long the `hf` rollout server waits to batch concurrent requests."),
     # -- paths ------------------------------------------------------------------------------------
-    EnvVar("VERL_ASCEND_OUTPUT_DIR", "path", "outputs", "recipe, run",
+    EnvVar("VERL_ASCEND_OUTPUT_DIR", "path", "outputs", "verl_ascend/paths.py",
            "Root of a run's files: <dir>/<experiment>/metrics.jsonl, checkpoints, profiles."),
-    EnvVar("VERL_ASCEND_TINY_DIR", "path", "~/.cache/verl-ascend/tiny", "recipe/dapo_ascend/tiny/assets.py",
-           "Where the embedded default's tiny model, tokenizer and data are generated and cached."),
-    EnvVar("VERL_ASCEND_NODE_REPORT_DIR", "path", None, "run/node_report.py",
+    EnvVar("VERL_ASCEND_NODE_REPORT_DIR", "path", None, "verl_ascend/run/node_report.py",
            "Where each node writes its placement/env report (two-node diagnostics)."),
-    EnvVar("VERL_ASCEND_PROFILE_DIR", "path", None, "recipe/dapo_ascend/config/profile",
-           "global_profiler.save_path of the profile configs (else <VERL_ASCEND_OUTPUT_DIR>/profile/<experiment>)."),
     # -- wire formats between our own processes (set by us, read by us) ---------------------------
-    EnvVar("VERL_ASCEND_RUN_DIR", "wire", None, "run",
+    EnvVar("VERL_ASCEND_RUN_DIR", "wire", None, "verl_ascend/run/files.py",
            "The run's folder, exported by the driver to the trainer process."),
-    EnvVar("VERL_ASCEND_METRICS_APPEND", "wire", None, "run",
+    EnvVar("VERL_ASCEND_METRICS_APPEND", "wire", None, "verl_ascend/run/files.py",
            "Set by the driver when a resumed run must append to (not truncate) metrics.jsonl."),
-    EnvVar("VERL_ASCEND_FRESH_DATA_ORDER", "wire", None, "run/data_order.py",
+    EnvVar("VERL_ASCEND_FRESH_DATA_ORDER", "wire", None, "verl_ascend/run/data_order.py",
            "Set by the driver (1) when fault_tolerance.new_data_order starts a fresh data order on resume."),
-    EnvVar("VERL_ASCEND_RUN_TOKEN", "wire", None, "run/guardian.py",
+    EnvVar("VERL_ASCEND_RUN_TOKEN", "wire", None, "verl_ascend/run/guardian.py",
            "Set by the driver before Ray starts, fresh per run: marks every process of the run, which its guardian "
            "kills when the driver dies."),
-    EnvVar("VERL_ASCEND_ENV_PROFILE", "wire", None, "verl/ascend/env/wire.py",
-           "The whole Ascend env profile (JSON) for the processes Ray starts, roles included."),
-    EnvVar("VERL_ASCEND_FUSED_OP_COUNTS", "wire", None, "verl/ascend/ops/counts.py",
-           "Where each process writes how often the patched forwards ran their fused kernels (acceptance run)."),
-    EnvVar("VERL_ASCEND_VLLM_ENV_REPORT", "wire", None, "verl/ascend/env/vllm_plugin.py",
-           "Where each vLLM process writes the profile variables it received (acceptance run)."),
-    EnvVar("VERL_CPU_ROLLOUT_ENV", "wire", None, "verl/cpu/vllm_plugin.py",
-           "Names of the variables the CPU rollout role must see inside vLLM processes (checked on arrival)."),
-    EnvVar("VERL_CPU_VLLM_PLUGIN_PIDS", "wire", None, "verl/cpu/vllm_plugin.py",
-           "Where vLLM processes record that this distribution's vLLM plugin ran (tests)."),
-    EnvVar("VERL_CPU_VLLM_PROBE_DIR", "wire", None, "verl/cpu/rollout/vllm_worker.py",
-           "Where each vLLM worker writes what it saw (tests)."),
 )
-
-BY_NAME: dict[str, EnvVar] = {v.name: v for v in VARIABLES}
 
 
 def parse_bool(name: str, text: str | bool) -> bool:
@@ -114,11 +81,45 @@ def parse_bool(name: str, text: str | bool) -> bool:
     raise EnvValueError(f"{name}={text!r} is not a boolean: expected one of {', '.join(TRUE_WORDS)} or {', '.join(w for w in FALSE_WORDS if w)}")
 
 
+# ------------------------------------------------------------------------------------ assembly
+REINSTALL = "the installed entry points may be older than setup.py: reinstall with `pip install --no-deps -e .`"
+_declared: Optional[dict[str, EnvVar]] = None
+
+
+def declared() -> dict[str, EnvVar]:
+    """Every home's variables by name, from the entry-point group ``verl_ascend.envs``, once per process.
+
+    Each entry point names a home's ``VARIABLES`` in a module that imports nothing but this one, so
+    assembling never runs a home's code (a lookup made while a home is being imported finds them too).
+    """
+    global _declared
+    if _declared is None:
+        from importlib.metadata import entry_points
+
+        found: dict[str, EnvVar] = {}
+        homes = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+        if not homes:  # metadata older than setup.py: every other home's variable would look unknown
+            raise RuntimeError(f"no variables in the entry-point group {ENTRY_POINT_GROUP}; {REINSTALL}")
+        for ep in homes:
+            for spec in ep.load():
+                if not isinstance(spec, EnvVar):
+                    raise TypeError(f"{ep.value}: entry points of {ENTRY_POINT_GROUP} must name tuples of EnvVar")
+                if spec.name in found and found[spec.name] != spec:
+                    raise ValueError(f"{spec.name} is declared twice ({found[spec.name].read_by}, {spec.read_by})")
+                found[spec.name] = spec
+        _declared = found
+    return _declared
+
+
 def _spec(name: str) -> EnvVar:
+    for spec in VARIABLES:  # the toolkit's own: no entry point to load (the offline report reads these)
+        if spec.name == name:
+            return spec
     try:
-        return BY_NAME[name]
+        return declared()[name]
     except KeyError:
-        raise KeyError(f"{name} is not a registered variable of verl-ascend (verl_ascend/envs.py)") from None
+        raise KeyError(f"{name} is not a registered variable of verl-ascend (no home declares it: the "
+                       f"entry-point group {ENTRY_POINT_GROUP}, verl_ascend/envs.py)") from None
 
 
 def raw(name: str, environ: Mapping[str, str] | None = None) -> str | None:
@@ -150,15 +151,29 @@ def number(name: str, environ: Mapping[str, str] | None = None) -> int | float |
         raise EnvValueError(f"{name}={text!r}: expected a{'n integer' if cast is int else ' number'}") from None
 
 
+def markdown_table() -> str:
+    """The docs' table of our own variables: name, kind, default, what it does, the home that declares it."""
+    rows = ["| variable | kind | default | what it does | declared in |", "|---|---|---|---|---|"]
+    for spec in declared().values():
+        default = "" if spec.default is None else f"`{spec.default}`" if spec.default else "(empty)"
+        rows.append(f"| `{spec.name}` | {spec.kind} | {default} | {spec.doc} | `{spec.read_by}` |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print every variable: name, kind, the value in this shell (or the default), what it does."""
-    del argv
-    for spec in VARIABLES:
+    """Print every variable: name, kind, the value in this shell (or the default), what it does;
+    ``--markdown``: the docs' table instead."""
+    if argv and argv[0] == "--markdown":
+        print(markdown_table())
+        return 0
+    for spec in declared().values():
         value = os.environ.get(spec.name)
         shown = f"{value!r} (set)" if value is not None else f"{spec.default!r} (default)"
         print(f"{spec.name:34} {spec.kind:6} {shown:28} {spec.doc}")
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # run as __main__, this module's EnvVar is a copy: ask the imported module
+    from verl_ascend import envs as _envs
+
+    sys.exit(_envs.main(sys.argv[1:]))

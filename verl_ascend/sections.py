@@ -94,7 +94,7 @@ def key(default: Any, accepted: str, ok: Callable[[Any], bool], *, null: str = "
     """A field of a section: its default, what is accepted (in words) and the check of a value.
 
     ``null``: what an explicit null means, for a key that accepts it (empty: null keeps the default).
-    The value's type follows the default's: bool, int or float (``float`` also for a null default).
+    The value's type follows the default's: bool, int, float or str (``float`` also for a null default).
     """
     return dataclasses.field(default=default, metadata={"accepted": accepted, "ok": ok, "null": null})
 
@@ -174,6 +174,8 @@ def _parse(f: dataclasses.Field, dotted: str, raw: Any) -> Any:
         value = parse_bool(dotted, raw)
     elif kind is float:
         value = number(raw)
+    elif kind is str:
+        value = raw if isinstance(raw, str) else None
     else:
         value = raw if _is_int(raw) else None
     if value is None or not f.metadata["ok"](value):

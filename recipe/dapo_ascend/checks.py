@@ -5,8 +5,8 @@ Registered through the entry point ``verl_ascend.checks: dapo_ascend = recipe.da
 
 - ``config_types`` (gate): every key the recipe reads has the right type and range (``config_schema.py``),
   one finding per key;
-- ``rollout_tail_policy``: the rollout-tail settings, parsed once into a ``TailPolicy`` here, in range and read
-  by the trainer that runs;
+- ``rollout_tail_policy``: the rollout-tail policy is read by the trainer that runs (its keys' ranges are
+  ``config_types``'s, from the declared section ``TailPolicy``);
 - ``destination_unusable`` (inputs): run and checkpoint folders writable with room for a checkpoint.
 """
 
@@ -36,15 +36,15 @@ def config_types(view: ConfigView) -> Iterator[Finding]:
 
 def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
     """The recipe's rollout long-tail policy (recipe/dapo_ascend/rollout_tail): its settings in range
-    (``TailPolicy.from_config``, the one place that parses them), and it acts only in the
-    ``dapo_ascend`` trainer; with carry-over, part of each trained batch comes from last step's
-    weights, which only rollout-correction importance weights account for in the loss."""
-    from recipe.dapo_ascend.rollout_tail.policy import TailPolicy, TailPolicyError
+    (a declared section, ``rollout_tail/policy.py::TailPolicy``: ``config_types`` names a value out of
+    range), and it acts only in the ``dapo_ascend`` trainer; with carry-over, part of each trained batch
+    comes from last step's weights, which only rollout-correction importance weights account for in the loss."""
+    from recipe.dapo_ascend.rollout_tail.policy import TailPolicy
+    from verl_ascend.sections import SectionError
 
     try:
         policy = TailPolicy.from_config(view.config)
-    except (TailPolicyError, TypeError, ValueError) as exc:
-        yield Finding("rollout_tail_invalid", ERROR, str(exc), keys_named(str(exc)) or (TAIL,))
+    except (SectionError, ValueError):  # refused by config_types, naming the key and what is accepted
         return
     if not policy.enable:
         return

@@ -17,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from verl_ascend.checks import IGNORE_ENV, STRICT_ENV, format_report, refusal, validate
+from verl_ascend.checks import IGNORE_ENV, STRICT_ENV, format_report, refusal, strict_of, validate
 from verl_ascend.checks.exits import OK, REFUSED
 
 DEFAULT_CONFIG = "dapo_qwen25_32b_npu"
@@ -55,12 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return REFUSED
-    from recipe.dapo_ascend import preflight
-
     from verl_ascend.envs import EnvValueError
 
     try:
-        strict = args.strict or preflight.strict_of(config)
+        strict = args.strict or strict_of(config)
     except EnvValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return REFUSED

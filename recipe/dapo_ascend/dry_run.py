@@ -104,13 +104,12 @@ def main(config: DictConfig, environ: Mapping[str, str] | None = None, out: Text
 
 
 def _main(config: DictConfig, environ: Mapping[str, str] | None, out: TextIO | None) -> int:
-    from recipe.dapo_ascend import preflight
     from verl_ascend import checks
     from verl_ascend.checks import effective
 
     environ = dict(os.environ if environ is None else environ)
     out = out or sys.stdout
-    strict = preflight.strict_of(config, environ)
+    strict = checks.strict_of(config, environ)
 
     def emit(text: str = "") -> None:
         print(text, file=out)

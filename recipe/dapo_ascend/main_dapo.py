@@ -102,7 +102,7 @@ def main_with_config(config: DictConfig) -> int:
         if envs.flag("DRY_RUN"):
             from recipe.dapo_ascend import dry_run
 
-            return int(dry_run.main(config) or 0)
+            return int(dry_run.main(config) or exits.OK)
         prepare(config)  # before Ray: refused (2), nothing to train (0) or the run folder failed (1)
     except envs.EnvValueError as exc:  # DRY_RUN, or a switch the dry run reads, unreadable
         return NoStart(exits.REFUSED, str(exc)).report()
@@ -115,13 +115,13 @@ def main_with_config(config: DictConfig) -> int:
         return end.code
     except Exception as exc:
         return report_failure(config, exc)
-    return 0
+    return exits.OK
 
 
 def report_failure(config: DictConfig, exc: BaseException) -> int:
     """The run failed while training: Ray is stopped (no worker's log lands after it), then one last
     line says what happened, what was kept and how to resume (``verl_ascend.run.faults``); a fault
-    it cannot name gets its traceback first. Returns the exit status, 1."""
+    it cannot name gets its traceback first. Returns the exit status, ``exits.FAILED``."""
     import traceback
 
     from verl_ascend.run import faults
@@ -138,7 +138,7 @@ def report_failure(config: DictConfig, exc: BaseException) -> int:
         traceback.print_exception(exc, file=sys.stderr)
         line = faults.unnamed_failure(exc, site)
     print(f"[verl-ascend] error: {line}", file=sys.stderr, flush=True)
-    return 1
+    return exits.FAILED
 
 
 def _stop_ray() -> None:
@@ -197,7 +197,7 @@ def cli() -> None:
     report = legacy_report(*_config_name(sys.argv[1:]))
     if report:  # Hydra's own error would suggest a '+' prefix: the wrong fix
         print(f"[verl-ascend] config doctor:\n{report}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        sys.exit(exits.REFUSED)
     sys.argv[1:] = hydra_args(sys.argv[1:])
     main()
 

@@ -57,23 +57,6 @@ def check_destination(config: DictConfig) -> None:
         run_guard.check_writable(os.path.dirname(paths.metrics), "VERL_FILE_LOGGER_PATH")
 
 
-def strict_of(config: DictConfig, environ=None) -> bool:
-    """Warnings refuse too: ``doctor.strict`` in the config or ``VERL_ASCEND_DOCTOR_STRICT=1``.
-
-    A value of ``doctor.strict`` that is not accepted counts as not strict here: the ``config_types``
-    rule already refuses it, naming the key."""
-    from verl_ascend import checks
-    from verl_ascend.checks.options import DoctorOptions
-    from verl_ascend.sections import SectionError
-
-    if checks.strict_from_env(environ):
-        return True
-    try:
-        return DoctorOptions.from_config(config).strict
-    except SectionError:
-        return False
-
-
 def findings(config: DictConfig, environ=None, *, inputs: bool = True):
     """Every finding of the pipeline for this config (with the run's files when ``inputs``)."""
     from verl_ascend import checks
@@ -88,7 +71,7 @@ def check_all(config: DictConfig, environ=None) -> list:
     from verl_ascend import checks
 
     found = findings(config, environ)
-    refused = checks.refusal(found, strict_of(config, environ))
+    refused = checks.refusal(found, checks.strict_of(config, environ))
     if refused is not None:
         raise PreflightError(str(refused))
     return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -262,6 +263,34 @@ def test_fused_op_switches_become_env_vars(make):
     assert env["VERL_ASCEND_FUSED_SWIGLU"] == "0" and env["VERL_ASCEND_FUSED_RMS_NORM"] == "1"
     master_off = resolve_env_profile(make(**{"ascend.fused_ops.enable": False}), environ={}).env("train")
     assert master_off["VERL_ASCEND_FUSED_OPS"] == "0" and master_off["VERL_ASCEND_FUSED_ROTARY_MUL"] == "0"
+
+
+def test_a_fused_op_switch_is_declared_in_the_ascend_home_only():
+    """docs/architecture.md "Add a fused-op switch": its switch field, its variable, its default and its
+    profile row are all files of verl/ascend, they agree, and no other home names the variable."""
+    from pathlib import Path
+
+    import yaml
+
+    from verl.ascend import envs as ascend_envs
+    from verl.ascend.env.profile import DEFAULTS_PATH
+    from verl.ascend.env.table import TABLE_PATH
+    from verl.ascend.ops.switches import ENV_VARS, FusedOpSwitches
+    from verl_ascend import envs
+
+    switches = [f.name for f in dataclasses.fields(FusedOpSwitches)]
+    assert switches == list(ascend_envs.FUSED_OPS) == list(ENV_VARS)
+    assert list(yaml.safe_load(DEFAULTS_PATH.read_text())["ascend"]["fused_ops"]) == switches
+    rows = {row["name"]: [c.get("value_from") for c in row.get("choose", [])]
+            for row in yaml.safe_load(TABLE_PATH.read_text())["variables"]}
+    for switch, var in ascend_envs.FUSED_OPS.items():
+        assert rows[var.name] == [f"knob.fused_ops.{switch}"], var.name
+        assert envs.declared()[var.name] is var  # assembled through the entry point, not written twice
+    repo = Path(__file__).resolve().parents[2]
+    elsewhere = [str(path.relative_to(repo)) for home in ("verl_ascend", "verl/cpu", "recipe/dapo_ascend")
+                 for path in sorted((repo / home).rglob("*")) if path.suffix in (".py", ".yaml")
+                 and "VERL_ASCEND_FUSED_" in path.read_text(encoding="utf-8")]
+    assert elsewhere == [], "a fused-op switch belongs to verl/ascend only"
 
 
 def test_emulator_flag_is_forwarded_only_when_set(make):

@@ -28,11 +28,11 @@ def test_own_switch_sections_are_typed_before_ray():
 
 
 def test_doctor_strict_is_read_through_its_declaration(monkeypatch):
-    """``doctor.strict`` is read as DoctorOptions declares it: "no" is not strict (bool("no") would be)."""
-    from recipe.dapo_ascend import preflight
+    """``doctor.strict`` is read by the toolkit, as DoctorOptions declares it: "no" is not strict (bool("no") would be)."""
+    from verl_ascend import checks
 
     monkeypatch.delenv("VERL_ASCEND_DOCTOR_STRICT", raising=False)
-    assert preflight.strict_of(OmegaConf.create({"doctor": {"strict": True}})) is True
-    assert preflight.strict_of(OmegaConf.create({"doctor": {"strict": "no"}})) is False  # refused by config_types
-    assert preflight.strict_of(OmegaConf.create({})) is False
-    assert preflight.strict_of(OmegaConf.create({}), {"VERL_ASCEND_DOCTOR_STRICT": "1"}) is True
+    assert checks.strict_of(OmegaConf.create({"doctor": {"strict": True}})) is True
+    assert checks.strict_of(OmegaConf.create({"doctor": {"strict": "no"}})) is False  # refused by config_types
+    assert checks.strict_of(OmegaConf.create({})) is False
+    assert checks.strict_of(OmegaConf.create({}), {"VERL_ASCEND_DOCTOR_STRICT": "1"}) is True

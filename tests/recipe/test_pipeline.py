@@ -86,20 +86,23 @@ def test_a_gate_error_holds_back_rules_that_trust_types(tiny_env, monkeypatch):
 
 
 def test_every_culprit_is_named_at_once(tiny_env):
-    """Three independent problems (batch arithmetic, rollout-tail range, checkpoint policy): one refusal names all."""
+    """Three independent problems (batch arithmetic, rollout-tail policy, checkpoint policy): one refusal names all.
+    (A key out of its declared range is a gate error instead, which holds back the rules that trust types.)"""
     from recipe.dapo_ascend import preflight
 
     config = tiny(["data.train_batch_size=10", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-                   f"{TAIL}.over_provision=0.5", "trainer.save_freq=0"])
+                   f"{TAIL}.enable=true", "trainer.v1.trainer_mode=sync", "trainer.save_freq=0"])
     with pytest.raises(preflight.PreflightError) as caught:
         preflight.check_all(config)
     text = str(caught.value)
-    for needle in ("data.train_batch_size=10", "ppo_mini_batch_size=4", f"{TAIL}.over_provision=0.5",
+    for needle in ("data.train_batch_size=10", "ppo_mini_batch_size=4", f"{TAIL}.enable=True",
                    "trainer.save_freq=0"):
         assert needle in text, (needle, text)
     rules = {f.rule for f in preflight.findings(config) if f.severity == ERROR}
-    assert {"batch_not_divisible", "rollout_tail_invalid", "destination_unusable"} <= rules
+    assert {"batch_not_divisible", "rollout_tail_ignored", "destination_unusable"} <= rules
     assert not (tiny_env / "out").exists()  # the checks change nothing in the output folder
+    (typed,) = [f for f in preflight.findings(tiny([f"{TAIL}.over_provision=0.5"])) if f.severity == ERROR]
+    assert typed.rule == "config_types" and f"{TAIL}.over_provision=0.5: accepted: a number >= 1.0" in typed.message
 
 
 def test_upstream_validate_config_assertion_becomes_a_finding(tiny_env, monkeypatch):

@@ -1,9 +1,15 @@
-"""The env-var registry: every variable of ours that the code names is a row, and there is one bool parser."""
+"""The env-var registry: every variable of ours that the code names is declared by a home, each home declares
+its own (entry-point group ``verl_ascend.envs``), the docs' table is what the declarations print, and there is one
+bool parser."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.metadata
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,9 +45,50 @@ def truthy_tuples_in(source: str) -> int:
 def test_every_variable_the_code_names_is_registered():
     missing = {}
     for path in _modules():
-        for name in names_in(path.read_text()) - set(envs.BY_NAME):
+        for name in names_in(path.read_text()) - set(envs.declared()):
             missing.setdefault(name, []).append(str(path.relative_to(REPO)))
-    assert not missing, f"unregistered variables (add a row to verl_ascend/envs.py): {missing}"
+    assert not missing, f"undeclared variables (add a row to the envs.py of the home that reads it): {missing}"
+
+
+DECLARING = {"ascend": "verl/ascend/envs.py", "cpu": "verl/cpu/envs.py", "dapo_ascend": "recipe/dapo_ascend/envs.py",
+             "verl_ascend": "verl_ascend/envs.py"}
+
+
+def test_each_home_declares_its_own_variables_through_the_entry_point_group():
+    group = {ep.name: ep.value for ep in importlib.metadata.entry_points(group=envs.ENTRY_POINT_GROUP)}
+    assert group == {name: path[:-3].replace("/", ".") + ":VARIABLES" for name, path in DECLARING.items()}
+    for name, path in DECLARING.items():
+        home = str(Path(path).parent)
+        module = importlib.import_module(group[name].split(":")[0])
+        assert module.VARIABLES, path
+        for spec in module.VARIABLES:  # declared in the home of the file that reads it
+            assert spec.read_by.startswith(home + "/") and (REPO / spec.read_by).is_file(), (path, spec)
+            assert spec.name in (REPO / spec.read_by).read_text(), (spec.name, spec.read_by)
+    assert len(envs.declared()) == sum(len(importlib.import_module(v.split(":")[0]).VARIABLES) for v in group.values())
+
+
+def test_a_homes_declaring_module_imports_nothing_but_the_registry():
+    """The assembly loads every home's module, also while a home is being imported (a lookup at import
+    time): a declaring module that imported its home's code could find itself half-initialised."""
+    for path in set(DECLARING.values()) - {"verl_ascend/envs.py"}:  # the registry holds the toolkit's own
+        tree = ast.parse((REPO / path).read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert imported <= {"__future__", "verl_ascend.envs"}, (path, imported)
+
+
+@pytest.mark.parametrize("page", ["architecture.md", "architecture_zh.md"])
+def test_the_docs_table_is_what_the_declarations_print(page):
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
+    assert envs.markdown_table() in text, f"paste `python -m verl_ascend.envs --markdown` into docs/{page}"
+
+
+def test_a_toolkit_lookup_loads_no_home():
+    """The offline report reads the toolkit's own variables without importing upstream verl."""
+    code = ("import sys; from verl_ascend import envs; envs.flag('VERL_ASCEND_DOCTOR_STRICT', {}); "
+            "envs.raw('VERL_ASCEND_OUTPUT_DIR', {}); print('verl' in sys.modules, envs._declared is None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.split() == ["False", "True"]
 
 
 def test_scanner_finds_an_unregistered_name():
@@ -81,4 +128,6 @@ def test_defaults_apply_when_unset():
 def test_cli_prints_every_row(capsys):
     assert envs.main([]) == 0
     out = capsys.readouterr().out
-    assert all(v.name in out for v in envs.VARIABLES)
+    assert all(name in out for name in envs.declared())
+    assert envs.main(["--markdown"]) == 0
+    assert capsys.readouterr().out.strip() == envs.markdown_table()

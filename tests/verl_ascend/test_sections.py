@@ -96,6 +96,7 @@ def test_every_home_declares_its_sections_through_the_entry_point_group():
         "fault_tolerance": "verl_ascend.run.options:FaultTolerance",
         "profile_check": "verl_ascend.run.trace_check:ProfileCheckOptions",
         "trainer.v1.dapo_ascend": "recipe.dapo_ascend.options:DapoAscendOptions",
+        "trainer.v1.dapo_ascend.rollout_tail": "recipe.dapo_ascend.rollout_tail.policy:TailPolicy",
     }
     # setup.py names the same declarations (the installed metadata is not older than setup.py)
     setup = (REPO / "setup.py").read_text()

@@ -94,6 +94,7 @@ def patch_auto_set_device(module) -> None:
         if config is None or not _on_cpu():
             return
         from verl.cpu import config_defaults
+        from verl_ascend.checks import exits
         from verl_ascend.checks.rules_engine import refuse_in_driver
 
         refuse_in_driver(config, "[verl.cpu]")  # rollout.name unset, its engine missing: exit 2 before Ray
@@ -101,7 +102,7 @@ def patch_auto_set_device(module) -> None:
             config_defaults.apply(config)
         except config_defaults.CPUConfigError as exc:
             print(f"[verl.cpu] error: {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from exc
+            raise SystemExit(exits.REFUSED) from exc
 
     auto_set_device.__verl_cpu_patched__ = True
     module.auto_set_device = auto_set_device

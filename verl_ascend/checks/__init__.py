@@ -164,10 +164,20 @@ def _run(rule: Rule, view: ConfigView) -> list[Finding]:
                         "input it names or set VERL_ASCEND_DOCTOR_IGNORE=rule_crashed to start anyway")]
 
 
-def strict_from_env(environ: Mapping[str, str] | None = None) -> bool:
+def strict_of(config: Any = None, environ: Mapping[str, str] | None = None) -> bool:
+    """Warnings refuse too: ``VERL_ASCEND_DOCTOR_STRICT=1`` or ``doctor.strict`` in the config, read
+    through its one declaration (``options.py::DoctorOptions``). A value of ``doctor.strict`` that is not
+    accepted counts as not strict here: the ``config_types`` rule refuses it, naming the key."""
     from verl_ascend import envs
+    from verl_ascend.checks.options import DoctorOptions
+    from verl_ascend.sections import SectionError
 
-    return envs.flag(STRICT_ENV, environ)
+    if envs.flag(STRICT_ENV, environ):
+        return True
+    try:
+        return DoctorOptions.from_config(config).strict
+    except (SectionError, ValueError):
+        return False
 
 
 def blocking(findings: Iterable[Finding], strict: bool) -> list[Finding]:
@@ -179,9 +189,9 @@ def blocking(findings: Iterable[Finding], strict: bool) -> list[Finding]:
 def check(config: Any, strict: bool = False, environ: Mapping[str, str] | None = None) -> list[Finding]:
     """Run every rule; raise DoctorError listing the blocking findings, else return all findings.
 
-    ``strict`` is also switched on by ``VERL_ASCEND_DOCTOR_STRICT=1`` in ``environ``.
+    ``strict`` is also switched on by ``VERL_ASCEND_DOCTOR_STRICT=1`` in ``environ`` or ``doctor.strict``.
     """
-    strict = bool(strict) or strict_from_env(environ)
+    strict = bool(strict) or strict_of(config, environ)
     findings = validate(config, environ)
     stops = blocking(findings, strict)
     if stops:

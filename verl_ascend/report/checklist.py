@@ -81,6 +81,21 @@ def fused_kernel_items(lanes: list[LaneStats], run: RunSettings, settings: Setti
     return items
 
 
+def _enforce_eager(run: RunSettings) -> tuple[str, object]:
+    """(the key that decided, its value): the ``enforce_eager`` vLLM is handed, as the checks read it
+    (``engine_kwargs.vllm.enforce_eager`` wins over ``rollout.enforce_eager`` for a vLLM rollout)."""
+    from verl_ascend.checks.effective import rollout_enforce_eager
+
+    read = []
+
+    def config(key):
+        read.append(key)
+        return run.config(key)
+
+    value = rollout_enforce_eager(config)
+    return read[-1], value  # the last key it read gave the value it returned
+
+
 def switch_items(run: RunSettings) -> list[dict]:
     """Runtime switches of the article (section 2.2-2.4), judged from the recorded env and config."""
     items = []
@@ -90,7 +105,7 @@ def switch_items(run: RunSettings) -> list[dict]:
                       ".hydra/config.yaml (or their directories) to judge them")]
     tq = run.env("TASK_QUEUE_ENABLE", role="train") or run.env("TASK_QUEUE_ENABLE")
     tq_rollout = run.env("TASK_QUEUE_ENABLE", role="rollout") or run.env("VLLM_ASCEND_TASK_QUEUE_ENABLE") or tq
-    eager = run.config(f"{ROLLOUT}.enforce_eager")
+    eager_key, eager = _enforce_eager(run)
     graph = None if eager is None else not _truthy(eager)
     if tq is None and tq_rollout is None:
         items.append(_item("task_queue", "task queue level 2 (TASK_QUEUE_ENABLE)", "n/a" if not run.has_env else "off",
@@ -101,7 +116,7 @@ def switch_items(run: RunSettings) -> list[dict]:
         level = str(tq_rollout or tq).strip()
         if level == "2" and graph:
             items.append(_item("task_queue", "task queue level 2 (TASK_QUEUE_ENABLE)", "CONFLICT",
-                               f"TASK_QUEUE_ENABLE=2 with graph mode (rollout.enforce_eager={eager})",
+                               f"TASK_QUEUE_ENABLE=2 with graph mode ({eager_key.removeprefix('actor_rollout_ref.')}={eager})",
                                "level 2 and ACL graph mode exclude each other: keep 2 with enforce_eager=True, or 1 "
                                "with graph mode"))
         elif level == "2":
@@ -113,7 +128,7 @@ def switch_items(run: RunSettings) -> list[dict]:
                                "level 1 is the right choice with graph mode"))
     if graph is not None:
         items.append(_item("graph_mode", "rollout graph mode (enforce_eager=False)", "active" if graph else "off",
-                           f"{ROLLOUT}.enforce_eager={eager}",
+                           f"{eager_key}={eager}",
                            "" if graph else "graph mode is the alternative to task queue level 2 (article: about the "
                                             "same gain); choose one"))
     aiv = run.env("HCCL_OP_EXPANSION_MODE", role="rollout") or run.env("HCCL_OP_EXPANSION_MODE")

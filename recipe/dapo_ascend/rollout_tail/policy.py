@@ -1,80 +1,47 @@
-"""The rollout-tail policy's settings (``trainer.v1.dapo_ascend.rollout_tail``), checked once."""
+"""The rollout-tail policy's settings, ``trainer.v1.dapo_ascend.rollout_tail``, declared once (``verl_ascend/sections.py``).
+
+Registered in the entry-point group ``verl_ascend.sections`` (setup.py): the pre-Ray schema, the YAML
+test and the docs' key table derive from this declaration; the trainer's parts read the typed view
+``TailPolicy.from_config(config)``.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
-from omegaconf import OmegaConf
+from verl_ascend.sections import Section, boolean, key, non_negative_number, number, one_of, positive_int
 
-CONFIG_KEY = "trainer.v1.dapo_ascend.rollout_tail"
 BALANCE_CHOICES = ("outstanding_tokens", "requests")
+TF = "true or false"
 
 
-class TailPolicyError(ValueError):
-    """A ``rollout_tail`` setting is out of range; the message names the key and what is accepted."""
+def at_least_one(v: Any) -> bool:
+    n = number(v)
+    return n is not None and n >= 1.0
 
 
-@dataclasses.dataclass(frozen=True)
-class TailPolicy:
+@dataclass(frozen=True)
+class TailPolicy(Section):
+    SECTION = "trainer.v1.dapo_ascend.rollout_tail"
+
     # Off by default: upstream's synchronous DAPO sampling, untouched (only measured).
-    enable: bool = False
+    enable: bool = key(False, TF, boolean)
     # Groups kept in flight = ceil(over_provision * groups still needed / expected useful
     # fraction); >= 1. The useful fraction (groups surviving dynamic sampling) is estimated.
-    over_provision: float = 1.25
+    over_provision: float = key(1.25, "a number >= 1.0 (groups in flight per group still needed; 1.0 = no "
+                                "over-provisioning)", at_least_one)
     # Re-submit aborted responses from their tokens in the next step (else discard them). Off by
     # default, as measured: with it the policy was slower than off on the benchmark (rollout_tail.md).
-    carry_over: bool = False
+    carry_over: bool = key(False, TF, boolean)
     # Keep complete groups beyond the batch for the next step instead of discarding them (as
     # upstream does): no generated group is wasted, but those groups are entirely off-policy.
-    keep_surplus: bool = False
+    keep_surplus: bool = key(False, TF, boolean)
     # A carried group is trained at most this many steps after the step that submitted it. The
     # cut waits for in-flight groups that reached it; kept surplus that would exceed it is dropped.
-    max_staleness: int = 1
+    max_staleness: int = key(1, "an integer >= 1 (steps a carried-over group may wait before it is trained; "
+                             "carry_over=false for none)", positive_int)
     # Replica choice: fewest outstanding tokens, or upstream's fewest in-flight requests.
-    balance: str = "outstanding_tokens"
+    balance: str = key("outstanding_tokens", f"one of {', '.join(BALANCE_CHOICES)}", one_of(BALANCE_CHOICES))
     # Counted prefill cost of a prompt token relative to one decoded token (router estimate).
-    prefill_weight: float = 0.1
-
-    @classmethod
-    def from_config(cls, config) -> "TailPolicy":
-        raw = OmegaConf.select(config, CONFIG_KEY, default=None)
-        raw = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise TailPolicyError(
-                f"{CONFIG_KEY}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}"
-            )
-        policy = cls(**raw)
-        policy.check()
-        return policy
-
-    def check(self) -> None:
-        if not isinstance(self.enable, bool):
-            raise TailPolicyError(f"{CONFIG_KEY}.enable={self.enable!r}: expected true or false")
-        if not isinstance(self.keep_surplus, bool):
-            raise TailPolicyError(f"{CONFIG_KEY}.keep_surplus={self.keep_surplus!r}: expected true or false")
-        if not isinstance(self.carry_over, bool):
-            raise TailPolicyError(f"{CONFIG_KEY}.carry_over={self.carry_over!r}: expected true or false")
-        try:
-            ratio = float(self.over_provision)
-        except (TypeError, ValueError):
-            ratio = float("nan")
-        if not ratio >= 1.0:
-            raise TailPolicyError(
-                f"{CONFIG_KEY}.over_provision={self.over_provision!r}: expected a number >= 1.0 "
-                "(groups in flight per group still needed; 1.0 = no over-provisioning)"
-            )
-        if not (isinstance(self.max_staleness, int) and not isinstance(self.max_staleness, bool)) or not (
-            self.max_staleness >= 1
-        ):
-            raise TailPolicyError(
-                f"{CONFIG_KEY}.max_staleness={self.max_staleness!r}: expected an integer >= 1 "
-                "(steps a carried-over group may wait before it is trained; carry_over=false for none)"
-            )
-        if self.balance not in BALANCE_CHOICES:
-            raise TailPolicyError(
-                f"{CONFIG_KEY}.balance={self.balance!r}: expected one of {', '.join(BALANCE_CHOICES)}"
-            )
-        if not (isinstance(self.prefill_weight, (int, float)) and self.prefill_weight >= 0):
-            raise TailPolicyError(f"{CONFIG_KEY}.prefill_weight={self.prefill_weight!r}: expected a number >= 0")
+    prefill_weight: float = key(0.1, "a number >= 0", non_negative_number)

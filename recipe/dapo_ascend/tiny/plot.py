@@ -19,6 +19,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from verl_ascend.checks import exits
+
 ACC = "reward_extra/acc/mean"
 SAMPLED_ACC = "reward_extra/acc/sampled_mean"
 EVICTED = "training/filter_groups/evicted_samples"  # upstream's name; it counts groups
@@ -96,14 +98,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.metrics.is_file():
         print(f"[verl-ascend] error: metrics file {args.metrics} not found", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     try:
         out = plot(args.metrics, args.out)
     except (ValueError, json.JSONDecodeError, KeyError) as exc:
         print(f"[verl-ascend] error: {exc}", file=sys.stderr)
-        return 2
+        return exits.REFUSED
     print(f"[verl-ascend] {accuracy_summary(read_steps(args.metrics))}; plot: {out.resolve()}")
-    return 0
+    return exits.OK
 
 
 if __name__ == "__main__":

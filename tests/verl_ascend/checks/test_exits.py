@@ -9,8 +9,12 @@ from pathlib import Path
 from verl_ascend.checks import exits
 
 REPO = Path(__file__).resolve().parents[3]
-# Every command of the check surface (docs/architecture.md, "The check commands and their exit status").
+# Every command of the check surface (docs/architecture.md, "The check commands and their exit status"),
+# the launch (its refusal before Ray, also the CPU backend's) and the recipe's demo tools.
 COMMANDS = (
+    "recipe/dapo_ascend/main_dapo.py",
+    "recipe/dapo_ascend/tiny/plot.py",
+    "verl/cpu/patches.py",
     "recipe/dapo_ascend/doctor.py",
     "recipe/dapo_ascend/dry_run.py",
     "verl/ascend/env/__main__.py",

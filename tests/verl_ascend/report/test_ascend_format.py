@@ -178,3 +178,33 @@ def test_kernel_header_is_the_documented_one():
                 "Block Num", "Input Shapes", "Output Formats"):
         assert col in KERNEL_HEADER.split(",")
     assert kernel_row("n", "t", 1.0, 2.0).split(",")[9] == "1.000\t"
+
+
+def test_checklist_judges_graph_mode_from_what_vllm_is_handed(tmp_path):
+    """A real composed config where the two spellings differ: the tiny CPU config sets
+    engine_kwargs.vllm.enforce_eager=true, which upstream's vLLM server spreads over rollout.enforce_eager."""
+    from omegaconf import OmegaConf
+
+    from recipe.dapo_ascend.config_utils import compose
+
+    run = tmp_path / "run"
+    write_ascend_dir(run / "profile" / "agent_loop_rollout_replica_0", "h_ascend_pt", 0, KERNELS)
+    (run / "env_profile.json").write_text(json.dumps({"roles": {"rollout": {"env": {"TASK_QUEUE_ENABLE": "2"}}}}))
+    (run / ".hydra").mkdir()
+    rollout = "actor_rollout_ref.rollout"
+
+    def judged(*overrides):
+        config = compose("dapo_tiny_cpu", [f"{rollout}.name=vllm", *overrides])
+        (run / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(config))
+        return {i["id"]: i for i in build_report([run]).data["checklist"]}
+
+    items = judged(f"{rollout}.enforce_eager=false")  # the field says graph mode, vLLM gets eager
+    assert items["graph_mode"]["status"] == "off"
+    assert items["graph_mode"]["detail"] == f"{rollout}.engine_kwargs.vllm.enforce_eager=True"
+    assert items["task_queue"]["status"] == "active"  # level 2 with eager: no conflict
+    items = judged(f"{rollout}.enforce_eager=true", f"{rollout}.engine_kwargs.vllm.enforce_eager=false")
+    assert items["graph_mode"]["status"] == "active" and items["task_queue"]["status"] == "CONFLICT"
+    assert "rollout.engine_kwargs.vllm.enforce_eager=False" in items["task_queue"]["detail"]
+    items = judged(f"{rollout}.enforce_eager=false", f"{rollout}.engine_kwargs.vllm.enforce_eager=null")
+    assert items["graph_mode"]["status"] == "active"  # no engine-kwarg: the field decides
+    assert items["graph_mode"]["detail"] == f"{rollout}.enforce_eager=False"

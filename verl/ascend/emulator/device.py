@@ -49,7 +49,7 @@ def device_count() -> int:
     visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").strip()
     if visible:
         return len([d for d in visible.split(",") if d.strip()])
-    raw = os.environ.get("VERL_ASCEND_EMULATOR_DEVICES", str(DEFAULT_DEVICE_COUNT))  # registered: verl_ascend/envs.py
+    raw = os.environ.get("VERL_ASCEND_EMULATOR_DEVICES", str(DEFAULT_DEVICE_COUNT))  # declared: verl/ascend/envs.py
     try:
         count = int(raw)
     except ValueError as e:

@@ -21,15 +21,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from verl.ascend.envs import FUSED_OPS
 from verl_ascend.envs import parse_bool
 
 OPS = ("rms_norm", "swiglu", "rotary_mul")
-ENV_VARS = {
-    "enable": "VERL_ASCEND_FUSED_OPS",
-    "rms_norm": "VERL_ASCEND_FUSED_RMS_NORM",
-    "swiglu": "VERL_ASCEND_FUSED_SWIGLU",
-    "rotary_mul": "VERL_ASCEND_FUSED_ROTARY_MUL",
-}
+# Each switch's variable, as the backend declares it (verl/ascend/envs.py: the one place a name is written).
+ENV_VARS = {switch: var.name for switch, var in FUSED_OPS.items()}
 
 
 @dataclass(frozen=True)

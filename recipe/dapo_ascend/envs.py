@@ -1,0 +1,21 @@
+"""The DAPO recipe's own environment variables, declared next to its code.
+
+Registered in the entry-point group ``verl_ascend.envs`` (setup.py) and assembled by the toolkit's
+registry (``verl_ascend/envs.py``: the lookups, the one boolean parser, ``python -m verl_ascend.envs``).
+This module imports nothing but that registry's row type, so the assembly runs none of the recipe.
+"""
+
+from __future__ import annotations
+
+from verl_ascend.envs import EnvVar
+
+VARIABLES: tuple[EnvVar, ...] = (
+    EnvVar("DRY_RUN", "bool", "0", "recipe/dapo_ascend/main_dapo.py",
+           "Compose the job, print the effective settings and the checks' verdict, exit without starting Ray."),
+    EnvVar("VERL_ASCEND_DOCTOR", "bool", "1", "recipe/dapo_ascend/preflight.py",
+           "Run the checks before a job starts (0 skips them; refusals of preflight still apply)."),
+    EnvVar("VERL_ASCEND_TINY_DIR", "path", "~/.cache/verl-ascend/tiny", "recipe/dapo_ascend/tiny/assets.py",
+           "Where the embedded default's tiny model, tokenizer and data are generated and cached."),
+    EnvVar("VERL_ASCEND_PROFILE_DIR", "path", None, "recipe/dapo_ascend/config/profile/cpu.yaml",
+           "global_profiler.save_path of the profile configs (else <VERL_ASCEND_OUTPUT_DIR>/profile/<experiment>)."),
+)
