@@ -48,6 +48,7 @@ setup(
         # Config-check rules of a backend or recipe, registered with the neutral verl_ascend.checks.
         "verl_ascend.checks": [
             "ascend = verl.ascend.env.rules:register_checks",
+            "cpu = verl.cpu.checks:register_checks",
             "dapo_ascend = recipe.dapo_ascend.checks:register_checks",
         ],
         # Seam rows of each home (its contacts with upstream), assembled by the neutral verl_ascend.seams.

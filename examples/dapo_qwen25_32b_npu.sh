@@ -4,6 +4,12 @@
 #   DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh                 # print config + env + doctor verdict, start nothing
 #   bash examples/dapo_qwen25_32b_npu.sh                           # train (on the Ray head node of a running cluster)
 #   bash examples/dapo_qwen25_32b_npu.sh trainer.total_epochs=2 actor_rollout_ref.rollout.enforce_eager=False
+#   DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh trainer.v1.trainer_mode=separate_async   # upstream's async mode
+#
+# trainer.v1.trainer_mode=separate_async (upstream's key and value) adds the preset +pools=npu_separate_128
+# (recipe/dapo_ascend/config/pools/npu_separate_128.yaml: parameter_sync_step, the HCCL weight-sync engine)
+# and splits the NNODES nodes into a trainer pool of NNODES - ROLLOUT_NNODES nodes and a standalone
+# rollout pool of ROLLOUT_NNODES nodes (why 4 + 12 of 16: docs/ascend_tutorial/async_training.md, "NPU").
 #
 # Every argument is passed through as an upstream-style Hydra override, applied after the ones
 # below, so it wins. Defaults live in recipe/dapo_ascend/config/dapo_qwen25_32b_npu.yaml (NPU
@@ -19,6 +25,7 @@
 #   CKPT_DIR        checkpoints (trainer.default_local_dir)      [$OUTPUT_DIR/checkpoints/$EXPERIMENT]
 #   NNODES          nodes in the Ray cluster                     [16]
 #   NPUS_PER_NODE   Ascend cards per node                        [8]
+#   ROLLOUT_NNODES  separate_async only: nodes of the rollout pool [12]; the trainer pool gets the rest
 #   DRY_RUN         1 = compose, resolve the env profile, run the config doctor, print, exit [0]
 #   PYTHON          interpreter with verl-ascend installed       [python3]
 # Prepare the data first (from files you downloaded; nothing is fetched):
@@ -53,6 +60,27 @@ for name in MODEL_PATH TRAIN_FILE VAL_FILE CKPT_DIR EXPERIMENT; do
   value="${!name}"
   [[ "$value" =~ [[:space:],\'\"=] ]] && die "$name='$value' contains a space, comma, quote or '='; use a path without them"
 done
+# The trainer mode among the overrides (the last one wins, as in Hydra), and the preset a user already chose.
+MODE=sync
+PRESET_GIVEN=0
+for arg in "$@"; do
+  case "$arg" in
+    trainer.v1.trainer_mode=*|++trainer.v1.trainer_mode=*) MODE="${arg#*=}" ;;
+    pools=*|+pools=*|++pools=*) PRESET_GIVEN=1 ;;
+  esac
+done
+MODE_ARGS=()
+TRAIN_NNODES="$NNODES"
+if [[ "$MODE" == "separate_async" ]]; then
+  ROLLOUT_NNODES="${ROLLOUT_NNODES:-12}"
+  is_positive_int "$ROLLOUT_NNODES" || die "ROLLOUT_NNODES='$ROLLOUT_NNODES' must be a positive integer (nodes of the rollout pool, e.g. 12)"
+  (( ROLLOUT_NNODES < NNODES )) || die "ROLLOUT_NNODES=$ROLLOUT_NNODES leaves no trainer node of NNODES=$NNODES; accepted: 1 to $((NNODES - 1))"
+  TRAIN_NNODES=$((NNODES - ROLLOUT_NNODES))
+  [[ "$PRESET_GIVEN" == "1" ]] || MODE_ARGS+=(+pools=npu_separate_128)
+  MODE_ARGS+=("actor_rollout_ref.rollout.nnodes=$ROLLOUT_NNODES")
+elif [[ -n "${ROLLOUT_NNODES:-}" ]]; then
+  die "ROLLOUT_NNODES='$ROLLOUT_NNODES' is read only with trainer.v1.trainer_mode=separate_async (trainer mode here: $MODE)"
+fi
 command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON='$PYTHON' not found; set PYTHON to the interpreter where verl-ascend is installed"
 
 # Importable from a checkout even when verl-ascend is not pip-installed.
@@ -71,8 +99,9 @@ exec "$PYTHON" -m recipe.dapo_ascend.main_dapo --config-name dapo_qwen25_32b_npu
   "actor_rollout_ref.model.path=$MODEL_PATH" \
   "data.train_files=$TRAIN_FILE" \
   "data.val_files=$VAL_FILE" \
-  "trainer.nnodes=$NNODES" \
+  "trainer.nnodes=$TRAIN_NNODES" \
   "trainer.n_gpus_per_node=$NPUS_PER_NODE" \
+  ${MODE_ARGS[@]+"${MODE_ARGS[@]}"} \
   "trainer.experiment_name=$EXPERIMENT" \
   "trainer.default_local_dir=$CKPT_DIR" \
   "${HYDRA_ARGS[@]}" \

@@ -63,7 +63,9 @@ def render_env(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
             reason = setting.reason if setting is not None else ""
             lines.append(f"{name}={value}" + (f"  # {reason}" if reason else ""))
     lines += [f"# warning: {w}" for w in profile.warnings]
-    return lines
+    from verl.ascend.weight_sync import pool_lines
+
+    return lines + pool_lines(config)
 
 
 def env_profile_for(config: DictConfig, environ: Mapping[str, str]):

@@ -3,7 +3,8 @@
 ``validate(config, environ, inputs=...)`` runs, in one pass, every rule: the built-in ones (this
 package's ``rules_*.py``: launch checks and, with ``inputs=True``, the run's files (``rules_preflight``),
 what upstream's config objects hold (``rules_effective``), rollout engine, reward path, dynamic
-sampling, FSDP switches, batch and card arithmetic (``rules_layout``), rollout profiling, context
+sampling, FSDP switches, batch and card arithmetic (``rules_layout``), what upstream's asynchronous
+trainer modes assert inside Ray (``rules_async``), rollout profiling, context
 length, and keys upstream does not define (``rules_schema``)) and those registered by backends and
 recipes through the entry-point group ``verl_ascend.checks`` (setup.py: the Ascend env-profile
 conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys, rollout-tail policy and checkpoint
@@ -40,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from verl_ascend.checks import (
+    rules_async,
     rules_context,
     rules_effective,
     rules_engine,
@@ -69,6 +71,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     *rules_sampling.RULES,
     *rules_fsdp.RULES,
     *rules_layout.RULES,
+    *rules_async.RULES,
     *rules_profiling.RULES,
     *rules_context.RULES,
     *rules_schema.RULES,
@@ -79,7 +82,7 @@ _entry_points_loaded = False
 
 __all__ = [
     "DoctorError", "Finding", "ERROR", "WARN", "INFO", "BUILTIN_RULES", "rules", "register",
-    "register_sync_trainer_mode", "check", "validate", "blocking", "format_report", "refusal",
+    "register_sync_trainer_mode", "register_launch_defaults", "check", "validate", "blocking", "format_report", "refusal",
 ]
 
 
@@ -93,6 +96,12 @@ def register(*new_rules: Rule) -> None:
 def register_sync_trainer_mode(mode: str) -> None:
     """A registered trainer (``trainer.v1.trainer_mode``) that runs as upstream's synchronous trainer."""
     rules_sampling.SYNC_TRAINER_MODES.add(mode)
+
+
+def register_launch_defaults(device: str, keys: dict[str, str]) -> None:
+    """Keys the ``device``'s platform fills in at launch before the checks run (key -> what fills it):
+    the doctor and ``DRY_RUN=1`` note them instead of refusing (``rules_async``)."""
+    rules_async.register_launch_defaults(device, keys)
 
 
 def _load_entry_points() -> None:

@@ -133,10 +133,73 @@ def effective_settings(config: DictConfig, profile: Any = None) -> dict[str, dic
         args = vllm_engine_args(rollout, profile)
         flat = dict(item for k, v in args.items() for item in _flatten(f"{ROLLOUT} -> vllm.{k}", v))
         sections["vLLM engine arguments (verl/workers/rollout/vllm_rollout/vllm_async_server.py)"] = flat
+    modes = mode_settings(config)
+    if modes:
+        sections[MODE_TITLE] = modes
     if profile is not None:
         stack = {f"{name}": surface.describe() for name, surface in profile.stack.items()}
         sections["target stack (verl/ascend/env/stack.py)"] = stack
     return sections
+
+
+MODE_TITLE = "trainer mode, resource pools, weight sync (verl/trainer/ppo/v1/trainer_<mode>.py, verl/checkpoint_engine)"
+
+
+def mode_settings(config: DictConfig) -> dict[str, Any]:
+    """An asynchronous mode's pools, weight-sync engine, bucket and sync frequency, as upstream reads them.
+
+    Empty for ``sync`` (and any other mode): its dry run shows what it always did."""
+    from verl_ascend.checks import rules_async
+    from verl_ascend.checks.view import ConfigView
+
+    view = ConfigView(config)
+    mode = rules_async.mode_of(view)
+    if mode not in (rules_async.SEPARATE, rules_async.COLOCATE):
+        return {}
+    device = str(view.get("trainer.device", "cuda"))
+    nnodes, per_node = view.get_int("trainer.nnodes", 1) or 0, view.get_int("trainer.n_gpus_per_node", 1) or 0
+    tp = view.get_int(f"{ROLLOUT}.tensor_model_parallel_size", 1) or 1
+    dp = view.get_int(f"{ROLLOUT}.data_parallel_size", 1) or 1
+    pp = view.get_int(f"{ROLLOUT}.pipeline_model_parallel_size", 1) or 1
+    replica = tp * dp * pp
+    hybrid = view.get_bool("actor_rollout_ref.hybrid_engine", True) or mode != rules_async.SEPARATE
+    out: dict[str, Any] = {"trainer.v1.trainer_mode": mode}
+    train_cards = nnodes * per_node
+    out["trainer pool (trainer.nnodes x trainer.n_gpus_per_node)"] = (
+        f"{nnodes} x {per_node} = {train_cards} cards, training workers"
+        + (f" + {train_cards // replica} colocated rollout replica(s) at TP {tp} x DP {dp} x PP {pp}" if hybrid else
+           " only (actor_rollout_ref.hybrid_engine=false)"))
+    step_key = f"trainer.v1.{mode}.parameter_sync_step"
+    step = view.get_int(step_key, 1) or 1
+    if mode == rules_async.SEPARATE:
+        r_nodes, r_per = view.get_int(f"{ROLLOUT}.nnodes", 0) or 0, view.get_int(f"{ROLLOUT}.n_gpus_per_node", 0) or 0
+        out[f"rollout pool ({ROLLOUT}.nnodes x {ROLLOUT}.n_gpus_per_node)"] = (
+            f"{r_nodes} x {r_per} = {r_nodes * r_per} cards, {(r_nodes * r_per) // replica} standalone replica(s) at "
+            f"TP {tp} x DP {dp} x PP {pp}")
+        out["cards in all"] = train_cards + r_nodes * r_per
+        backend = view.get(f"{rules_async.ENGINE}.backend", "naive")
+        resolved = rules_async.engine_class_on(str(backend), device)
+        module = view.get(f"{rules_async.ENGINE}.custom_backend_module")
+        out[f"weight-sync engine ({rules_async.ENGINE}.backend)"] = (
+            f"{backend} -> {resolved[0]} ({resolved[1]}) on {device}" if resolved and not module
+            else f"{backend} (registered by {module})" if module else f"{backend} (not a name upstream registers)")
+        mb = view.get_int(f"{rules_async.ENGINE}.update_weights_bucket_megabytes", 2048)
+        out[f"weight-sync bucket ({rules_async.ENGINE}.update_weights_bucket_megabytes)"] = (
+            f"{mb} MB (the HCCL and NCCL engines hold two, {2 * mb} MB of device memory per card)")
+        train = view.get_int("data.train_batch_size")
+        mini = view.get_int(f"{ACTOR}.ppo_mini_batch_size")
+        out[f"weight sync frequency ({step_key})"] = (
+            f"once per step, after {step} mini-batch update(s) of {mini} prompts (data.train_batch_size {train}); "
+            "the colocated replicas get the weights when they switch to rollout")
+        out["hybrid rollout switch (trainer.v1.separate_async.hybrid_rollout.enable_switch)"] = view.get_bool(
+            rules_async.SWITCH)
+    else:
+        out["rollout"] = f"colocated on the trainer pool; weights updated in place ({rules_async.ENGINE}.backend " \
+                         f"{view.get(f'{rules_async.ENGINE}.backend', 'naive')}) once per step, partial rollout resumed"
+    out[f"warm-up (trainer.v1.{mode}.num_warmup_batches)"] = view.get(f"trainer.v1.{mode}.num_warmup_batches", 1)
+    out["staleness bound (trainer.v1.sampler.max_off_policy_threshold)"] = view.get(
+        "trainer.v1.sampler.max_off_policy_threshold")
+    return out
 
 
 def render(config: DictConfig, profile: Any = None) -> list[str]:

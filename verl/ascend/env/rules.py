@@ -59,7 +59,9 @@ RULES = (env_conflicts,)
 
 
 def register_checks() -> None:
-    """Entry point (group ``verl_ascend.checks``): the Ascend env-profile rules."""
+    """Entry point (group ``verl_ascend.checks``): the Ascend env-profile rules and the HCCL weight-sync
+    engine's needs on the target vllm-ascend (``verl/ascend/weight_sync.py``)."""
+    from verl.ascend import weight_sync
     from verl_ascend import checks
 
-    checks.register(*RULES)
+    checks.register(*RULES, *weight_sync.RULES)

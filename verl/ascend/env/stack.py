@@ -66,6 +66,7 @@ class Surface:
     stand_in: str | None = None  # the older release whose snapshot stands in for this version
     requirements: tuple[str, ...] = ()  # the release's own version pins (empty: not known)
     pins_source: str = ""  # where those pins were read
+    weight_sync: Mapping | None = None  # the HCCL communicator the weight-sync engine uses (None: not recorded)
 
     def describe(self) -> str:
         return f"{self.package} {self.version} ({self.origin}; names from {self.source})"
@@ -221,6 +222,7 @@ def surface(
         stand_in,
         tuple(own_pins or ()),
         pins_source,
+        data.get("weight_sync"),
     )
 
 

@@ -10,7 +10,11 @@ and the live check read the same things the same way:
 - ``env_fallbacks`` (vllm-ascend): deprecated variable -> the ``additional_config`` key that wins;
 - ``requirements`` (vllm-ascend): the release's version pins (``requirements.txt`` or METADATA), so a
   declared target can be checked against verl's own requirements;
-- ``cann`` / ``cann_image`` (vllm-ascend): the CANN version of the image its Dockerfile builds on.
+- ``cann`` / ``cann_image`` (vllm-ascend): the CANN version of the image its Dockerfile builds on;
+- ``weight_sync`` (vllm-ascend): the HCCL communicator upstream's weight-sync engine builds on NPU
+  (``verl.utils.distributed.stateless_init_process_group`` imports ``PyHcclCommunicator`` from
+  ``vllm_ascend.distributed.device_communicators.pyhccl``; ``HCCLCheckpointEngine`` calls its methods):
+  the module, the class, its public methods and constructor parameters.
 """
 
 from __future__ import annotations
@@ -168,6 +172,32 @@ def release_facts(files: dict[str, str]) -> dict:
     return facts
 
 
+# package -> (file, class) of the communicator upstream's HCCL weight-sync engine uses on NPU.
+WEIGHT_SYNC = {"vllm-ascend": ("vllm_ascend/distributed/device_communicators/pyhccl.py", "PyHcclCommunicator")}
+
+
+def class_surface(source: str, cls: str) -> dict | None:
+    """``{"methods": [...], "init_params": [...]}`` of class ``cls`` in ``source`` (None: no such class)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            methods = sorted(f.name for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                             and not f.name.startswith("_"))
+            init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+            params = [a.arg for a in (init.args.posonlyargs + init.args.args + init.args.kwonlyargs)] if init else []
+            return {"methods": methods, "init_params": [p for p in params if p != "self"]}
+    return None
+
+
+def weight_sync_surface(package: str, files: dict[str, str]) -> dict | None:
+    """The ``weight_sync`` entry of a snapshot: where the communicator is, and what it offers (None: no such package)."""
+    if package not in WEIGHT_SYNC:
+        return None
+    path, cls = WEIGHT_SYNC[package]
+    module = path.removesuffix(".py").replace("/", ".")
+    found = class_surface(files[path], cls) if path in files else None
+    return {"module": module, "class": cls, **(found or {"missing": True})}
+
+
 def snapshot(package: str, version: str, files: dict[str, str], provenance: str) -> dict:
     env_path, table = ENV_MODULES[package]
     if env_path not in files:
@@ -192,6 +222,9 @@ def snapshot(package: str, version: str, files: dict[str, str], provenance: str)
         data["additional_config_keys"] = sorted(keys)
         data["env_fallbacks"] = dict(sorted(fallbacks.items()))
         data.update(release_facts(files))
+    sync = weight_sync_surface(package, files)
+    if sync is not None:
+        data["weight_sync"] = sync
     return data
 
 

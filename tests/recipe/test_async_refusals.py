@@ -1,0 +1,75 @@
+"""What upstream's separate_async trainer asserts inside Ray is refused before it by the real entry point
+(in-process ``main_with_config`` on the tiny CPU config, exit 2, upstream's formula and the keys named),
+after the CPU platform's launch defaults were applied (``preflight.prepare``: ``auto_set_device`` first);
+and ``DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh trainer.v1.trainer_mode=separate_async`` prints the
+pools, the HCCL engine and the sync frequency, and refuses a batch upstream would assert on (e2e: a script).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.launch import require_e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "examples" / "dapo_qwen25_32b_npu.sh"
+SYNC_STEP = "trainer.v1.separate_async.parameter_sync_step"
+FORMULA = "train_batch_size == parameter_sync_step * ppo_mini_batch_size"
+
+
+def test_batch_arithmetic_is_refused_at_launch_naming_upstreams_formula(entry, tmp_path):
+    # tiny_cpu: data.train_batch_size 8, ppo_mini_batch_size 8 -> 2 x 8 = 16 != 8
+    result = entry("trainer.v1.trainer_mode=separate_async", f"{SYNC_STEP}=2")
+    text = result.stdout + result.stderr
+    assert result.returncode == 2, text[-3000:]
+    assert FORMULA in text and f"{SYNC_STEP}=2" in text and "data.train_batch_size=8" in text
+    assert "separate_async_batch" in text and "Traceback" not in text
+    assert entry.started == [] and not (tmp_path / "out").exists()
+
+
+def test_a_naive_engine_the_user_chose_is_not_what_the_launch_refuses_on_cpu(entry):
+    """The CPU platform replaces naive by its gloo engine before the checks: no separate_async_engine refusal."""
+    result = entry("trainer.v1.trainer_mode=separate_async", f"{SYNC_STEP}=1",
+                   "actor_rollout_ref.rollout.checkpoint_engine.backend=naive")
+    assert "separate_async_engine" not in result.stdout + result.stderr
+
+
+def _script(tmp_path, *args, env=None):
+    require_e2e("examples/dapo_qwen25_32b_npu.sh")
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("VLLM_", "VERL_ASCEND_TARGET_", "HCCL_", "VERL_ASCEND_DOCTOR", "TASK_QUEUE"))}
+    environ.update({"DRY_RUN": "1", "PYTHON": os.environ.get("PYTHON_FOR_TESTS", "python"), "HOME": str(tmp_path)})
+    environ.update(env or {})
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=tmp_path, env=environ, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.e2e
+def test_script_dry_run_of_separate_async_prints_pools_engine_and_sync_frequency(tmp_path):
+    run = _script(tmp_path, "trainer.v1.trainer_mode=separate_async")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    out = run.stdout
+    assert "trainer pool (trainer.nnodes x trainer.n_gpus_per_node): 4 x 8 = 32 cards" in out
+    assert "12 x 8 = 96 cards, 12 standalone replica(s) at TP 8" in out
+    assert "nccl -> HCCLCheckpointEngine (verl/checkpoint_engine/hccl_checkpoint_engine.py) on npu" in out
+    assert "once per step, after 16 mini-batch update(s) of 32 prompts" in out
+    assert "# rollout pool (actor_rollout_ref.rollout.nnodes x n_gpus_per_node" in out  # its env roles, card mapping
+    assert "doctor verdict: OK" in out and list(tmp_path.iterdir()) == []
+
+    run = _script(tmp_path, "trainer.v1.trainer_mode=separate_async", env={"ROLLOUT_NNODES": "8"})
+    assert run.returncode == 0 and "8 x 8 = 64 cards, training workers" in run.stdout
+
+
+@pytest.mark.e2e
+def test_script_dry_run_refuses_what_upstream_asserts_in_ray(tmp_path):
+    run = _script(tmp_path, "trainer.v1.trainer_mode=separate_async", f"{SYNC_STEP}=4")
+    assert run.returncode == 2
+    assert FORMULA in run.stdout and "4 x 32 = 128 != 512" in run.stdout
+    run = _script(tmp_path, "trainer.v1.trainer_mode=separate_async", env={"ROLLOUT_NNODES": "16"})
+    assert run.returncode == 2 and "ROLLOUT_NNODES=16 leaves no trainer node" in run.stderr
+    run = _script(tmp_path, env={"ROLLOUT_NNODES": "4"})
+    assert run.returncode == 2 and "only with trainer.v1.trainer_mode=separate_async" in run.stderr
