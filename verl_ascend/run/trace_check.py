@@ -333,9 +333,13 @@ def find_traces(save_path: str | Path, kind: str, step: Optional[int] = None, si
             if not (name.lower().endswith(_TRACE_SUFFIXES) or "_ascend_pt" in rel or "PROF_" in rel):
                 continue
             m = step_re.search(name)
-            if step is not None and m and int(m.group(1)) != step:
+            # A rollout server names the step it was told, else the version of its weights (upstream's
+            # _start_rollout_profiling tells it nothing; in the async modes that version lags the
+            # trainer's step): with a start time, the time ties a rollout trace to the step.
+            by_time = kind in ROLLOUT_KINDS and since is not None
+            if step is not None and m and int(m.group(1)) != step and not by_time:
                 continue
-            if since is not None and not (m and step is not None):
+            if since is not None and (by_time or not (m and step is not None)):
                 try:
                     if full.stat().st_mtime < since - _SLACK_S:
                         continue

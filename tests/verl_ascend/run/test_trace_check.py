@@ -292,3 +292,13 @@ def test_attach_checks_the_pool_after_upstream_stops_its_servers(tmp_path):
     with pytest.raises(MissingTraceError, match="rollout_pool"):
         hook.after_rollout_stop(2)
     assert hook.after_rollout_stop(3) == []  # nothing pending
+
+
+def test_a_rollout_trace_named_after_its_weights_version_counts_by_time(tmp_path):
+    # Upstream's separate_async passes no step to the servers: verl.cpu's hf server then names the version
+    # of its weights (real run: hf_rollout_step1_rank1.json for the profiled step 2).
+    new = _touch(tmp_path / "agent_loop_rollout_replica_1" / "hf_rollout_step1_rank1.json")
+    assert find_traces(tmp_path, "rollout", step=2, since=time.time() - 10) == [new]
+    os.utime(new, (time.time() - 3600, time.time() - 3600))
+    assert find_traces(tmp_path, "rollout", step=2, since=time.time() - 10) == []  # an old one does not
+    assert find_traces(tmp_path, "rollout", step=2) == []  # without a start time the name decides

@@ -18,7 +18,10 @@ import re
 import sys
 from pathlib import Path
 
+from verl_ascend.report.settings import load_settings
+
 GAP_US = 5000.0
+STAGES = load_settings().train_stage_names  # the training-stage annotations the report reads
 KEEP_METRICS = re.compile(r"^(timing_s/|training/off_policy/trajectory_staleness|weight_sync/|actor/pg_loss$)")
 
 
@@ -34,8 +37,7 @@ def shrink_trace(src: Path, dst: Path) -> None:
     for ev in d.get("traceEvents", []):
         if ev.get("ph") != "X":
             continue
-        if ev.get("cat") == "Trace" or (ev.get("cat") == "user_annotation" and not ev["name"].startswith("gloo")
-                                        and "DataLoader" not in ev["name"]):
+        if ev.get("cat") == "Trace" or (ev.get("cat") == "user_annotation" and ev.get("name") in STAGES):
             kept.append({k: ev[k] for k in ("ph", "cat", "name", "ts", "dur", "pid", "tid") if k in ev})
         elif ev.get("cat") == "cpu_op":
             ops.append((float(ev["ts"]), float(ev["ts"]) + float(ev.get("dur", 0.0))))
