@@ -313,7 +313,9 @@ def build(mode_flag: Optional[str], run: RunSettings, values: dict[int, dict], l
     if traced:
         pool_lanes, pools_basis = lanes_from_traces(traced, mode, run)
         windows = trace_windows(traced)
-        data.update(basis="traces", pools_basis=pools_basis)
+        data.update(basis="traces", pools_basis=pools_basis,
+                    note="a profiled step also carries the profilers' own start, stop and export (per stage with "
+                         "discrete traces), which shows here as idle time; compare pools and steps within one profile.")
     elif values:
         pool_lanes, rows = lanes_from_metrics(values, mode, settings)
         spans = [l.spans for l in pool_lanes]
