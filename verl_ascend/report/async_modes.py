@@ -203,12 +203,14 @@ def measure(lanes: list[PoolLane], lo: float, hi: float, mode: str) -> dict:
     rollout = intervals.union(*[clip[id(l)] for l in lanes if l.role == "rollout"])
     rollout_max = intervals.union(rollout, *[maybe[id(l)] for l in lanes if l.role == "rollout"])
     sync = intervals.union(*[clip[id(l)] for l in lanes if l.role == SYNC_LANE])
+    roles = {l.role for l in lanes}
+    both = "train" in roles and "rollout" in roles  # else nothing to overlap with: not measured
     overlap = intervals.intersect_length(train, rollout)
     overlap_max = intervals.intersect_length(train, rollout_max)
     out = {
         "wall_s": _r(wall / 1e6),
-        "overlap_s": _r(overlap / 1e6),
-        "overlap_fraction": _r(overlap / wall) if wall > 0 else None,
+        "overlap_s": _r(overlap / 1e6) if both else None,
+        "overlap_fraction": (_r(overlap / wall) if wall > 0 else None) if both else None,
         "lanes": [{"label": l.label, "pool": l.pool, "role": l.role, "busy_s": _r(clip[id(l)].length / 1e6),
                    "maybe_s": _r(maybe[id(l)].length / 1e6) if len(l.maybe.starts) else None,
                    "sources": l.sources} for l in lanes],
@@ -218,7 +220,7 @@ def measure(lanes: list[PoolLane], lo: float, hi: float, mode: str) -> dict:
         out["overlap_max_s"] = _r(overlap_max / 1e6)
         out["overlap_max_fraction"] = _r(overlap_max / wall) if wall > 0 else None
     pools = [TRAINER] + ([ROLLOUT] if mode == "separate_async" else [])
-    for pool in pools:
+    for pool in [p for p in pools if any(l.pool == p for l in lanes)]:  # a pool without a lane was not traced
         work = intervals.union(*[clip[id(l)] for l in lanes if l.pool == pool and l.role != SYNC_LANE])
         could = intervals.union(work, *[maybe[id(l)] for l in lanes if l.pool == pool])
         in_sync = sync.length - intervals.intersect_length(sync, work)
@@ -235,8 +237,9 @@ def measure(lanes: list[PoolLane], lo: float, hi: float, mode: str) -> dict:
 
 def _total(windows: list[dict], mode: str) -> dict:
     wall = sum(w["wall_s"] for w in windows)
-    out = {"wall_s": _r(wall), "overlap_s": _r(sum(w["overlap_s"] for w in windows))}
-    out["overlap_fraction"] = _r(out["overlap_s"] / wall) if wall > 0 else None
+    measured = all(w["overlap_s"] is not None for w in windows)
+    out = {"wall_s": _r(wall), "overlap_s": _r(sum(w["overlap_s"] for w in windows)) if measured else None}
+    out["overlap_fraction"] = _r(out["overlap_s"] / wall) if wall > 0 and measured else None
     if any("overlap_max_s" in w for w in windows):
         mx = sum(w.get("overlap_max_s", w["overlap_s"]) for w in windows)
         out["overlap_max_s"], out["overlap_max_fraction"] = _r(mx), _r(mx / wall) if wall > 0 else None
@@ -358,10 +361,17 @@ def render(d: dict) -> list[str]:
             share = lane["busy_s"] / d["wall_s"] if d["wall_s"] else None
             extra = f"  (+ up to {lane['maybe_s']:.3f} s not logged)" if lane.get("maybe_s") else ""
             out.append(f"   {lane['label']:<30}{lane['busy_s']:>10.3f}{_pct(share):>9}{extra}")
-        ov = f"   overlap (both pools busy) {d['overlap_s']:.3f} s = {_pct(d['overlap_fraction'])} of the wall time"
+        if d["overlap_s"] is None:
+            ov = ("   overlap: n/a -- the traces hold only one role; profile training and rollout together "
+                  "(+profile=cpu, or an npu_* profile with the other role's profiler.enable=true)")
+        else:
+            ov = f"   overlap (both pools busy) {d['overlap_s']:.3f} s = {_pct(d['overlap_fraction'])} of the wall time"
         if "overlap_max_s" in d:
             ov += f" .. at most {d['overlap_max_s']:.3f} s = {_pct(d['overlap_max_fraction'])}"
         out.append(ov)
+        if d["mode"] == "separate_async" and ROLLOUT not in d["pools"]:
+            out.append("   rollout pool: not traced -- select one of its replicas (actor_rollout_ref.rollout.profiler.ranks "
+                       "from trainer.nnodes x trainer.n_gpus_per_node on, or all_ranks=true; the trace check names the rank)")
         for pool, p in d["pools"].items():
             idle = f"{p['idle_s']:.3f} s ({_pct(p['idle_fraction'])})"
             if "idle_min_s" in p:

@@ -191,7 +191,7 @@ def async_timeline(view, path: Path, max_windows: int = 3) -> bool:
         ov = numbers.get("overlap_fraction")
         idle = ", ".join(f"{k} pool idle {100 * (v['idle_fraction'] or 0):.0f}%" for k, v in numbers["pools"].items())
         title = (f"{d['mode']}, {'profiled window' if d.get('basis') == 'traces' else 'all steps, from metrics'}: "
-                 f"{numbers['wall_s']:.2f} s, overlap {100 * (ov or 0):.0f}%"
+                 f"{numbers['wall_s']:.2f} s, overlap " + ("n/a" if ov is None else f"{100 * ov:.0f}%")
                  + (f" (at most {100 * numbers['overlap_max_fraction']:.0f}%)" if "overlap_max_fraction" in numbers else "")
                  + f"; {idle}")
         ax.set_title(title, fontsize=9)

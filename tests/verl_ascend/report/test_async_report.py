@@ -167,3 +167,16 @@ def test_real_separate_async_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "rollout pool / rollout" in proc.stdout and "trainer pool / train" in proc.stdout
     assert (out / "async_timeline.png").stat().st_size > 10_000
+
+
+def test_a_pool_or_role_not_traced_is_said_so(tmp_path):
+    """+profile=npu_train in separate_async: only the actor's traces; nothing is claimed about rollout."""
+    prof = tmp_path / "profile"
+    write_trace(prof / "actor-rollout_actor-update_step2_rank0_x.json", [annotation("actor_update", 0, 2 * S)],
+                meta={"baseTimeNanoseconds": 0})
+    report = build_report([prof, _metrics(tmp_path / "metrics.jsonl")])
+    a = report.data["async"]
+    assert a["overlap_s"] is None and list(a["pools"]) == ["trainer"]
+    text = render_text(report)
+    assert "overlap: n/a -- the traces hold only one role" in text and "rollout pool: not traced" in text
+    assert "async_timeline.png" in {p.name for p in write_outputs(report, tmp_path / "out")}
