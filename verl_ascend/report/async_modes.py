@@ -402,6 +402,8 @@ def render(d: dict) -> list[str]:
     out.append("   reading: overlap near the smaller of rollout and training per step is the most asynchrony can give; "
                "an idle rollout pool means it waits for prompts or for the staleness bound "
                "(trainer.v1.sampler.max_off_policy_threshold); an idle trainer pool means rollout is the bottleneck.")
+    out.append("   note: in these modes timing_s/gen (section 1's rollout phase) is the trainer's wait for samples, "
+               "not the rollout's own time; read rollout here.")
     return out
 
 
