@@ -51,6 +51,28 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> Blocks:
     return Blocks(s[first_idx], e[last_idx])
 
 
+def close_gaps(blocks: Blocks, gap: float) -> Blocks:
+    """``blocks`` with every gap of at most ``gap`` filled: spans of activity instead of single ops
+    (a host-op trace has a short gap between any two ops; a lane waiting for work has long ones)."""
+    if len(blocks.starts) < 2 or gap <= 0:
+        return Blocks(blocks.starts.copy(), blocks.ends.copy())
+    new = np.empty(len(blocks.starts), dtype=bool)
+    new[0] = True
+    np.greater(blocks.starts[1:] - blocks.ends[:-1], gap, out=new[1:])
+    first_idx = np.flatnonzero(new)
+    last_idx = np.append(first_idx[1:] - 1, len(blocks.starts) - 1)
+    return Blocks(blocks.starts[first_idx], blocks.ends[last_idx])
+
+
+def union(*sets: Blocks) -> Blocks:
+    """Union of several block sets."""
+    sets = [b for b in sets if len(b.starts)]
+    if not sets:
+        empty = np.empty(0, dtype=np.float64)
+        return Blocks(empty, empty.copy())
+    return merge(np.concatenate([b.starts for b in sets]), np.concatenate([b.ends for b in sets]))
+
+
 def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     return merge(starts, ends).length
 

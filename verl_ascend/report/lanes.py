@@ -69,6 +69,11 @@ class LaneStats:
     stages: dict[str, float] = field(default_factory=dict)  # annotation name -> total µs
     curve_grid: np.ndarray = field(default_factory=lambda: np.zeros(0))
     curve_cum: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # Spans of activity (busy blocks, gaps up to async_modes.gap_ms closed), absolute µs: the lane on
+    # the common time axis of the asynchronous modes' timeline.
+    spans: intervals.Blocks = field(default_factory=lambda: intervals.Blocks(np.zeros(0), np.zeros(0)))
+    profiled_first_us: float = math.nan  # the profiler's window (Kineto's "Trace" event), absolute µs
+    profiled_last_us: float = math.nan
     events: int = 0
     partial: bool = False
     problems: list[InputProblem] = field(default_factory=list)
@@ -137,6 +142,7 @@ def analyze_chrome_trace(path: str, lane: LaneStats, settings: Settings) -> Lane
     proc_names: dict = {}
     thread_names: dict = {}
     annotations: list[tuple[str, float, float]] = []
+    window: list[float] = []
     kernel_cats = settings.kernel_categories
     host_cats = settings.host_op_categories
     annot_cats = settings.annotation_categories
@@ -156,6 +162,8 @@ def analyze_chrome_trace(path: str, lane: LaneStats, settings: Settings) -> Lane
                 if ph == "X":
                     cat = ev.get("cat")
                     if cat in _IGNORED_CATEGORIES:
+                        if cat == "Trace":  # the profiler's own window (Kineto): start to stop
+                            _note_window(window, ev)
                         continue
                     try:
                         t = ev["ts"]
@@ -212,7 +220,20 @@ def analyze_chrome_trace(path: str, lane: LaneStats, settings: Settings) -> Lane
     base = reader.metadata.get("baseTimeNanoseconds")
     offset_us = float(base) / 1000.0 if isinstance(base, (int, float)) and not isinstance(base, bool) else 0.0
     _finish_chrome(lane, cols, thread_keys, proc_names, thread_names, annotations, offset_us, settings)
+    if window:
+        lane.profiled_first_us, lane.profiled_last_us = window[0] + offset_us, window[1] + offset_us
     return lane
+
+
+def _note_window(window: list[float], ev: dict) -> None:
+    try:
+        t, d = float(ev["ts"]), float(ev.get("dur", 0.0))
+    except (KeyError, TypeError, ValueError):
+        return
+    if window:
+        window[0], window[1] = min(window[0], t), max(window[1], t + d)
+    else:
+        window.extend((t, t + d))
 
 
 def _finish_chrome(lane, cols, thread_keys, proc_names, thread_names, annotations, offset_us, settings) -> None:
@@ -288,9 +309,14 @@ def _finish_chrome(lane, cols, thread_keys, proc_names, thread_names, annotation
         _count_fused(lane, name_list, np.bincount(nid[code == _HOST], minlength=len(name_list)), host=True,
                      settings=settings)
 
+    stage_spans = []
     for name, t, d in annotations:
         if name in settings.train_stage_names:
             lane.stages[name] = lane.stages.get(name, 0.0) + d
+            stage_spans.append((t + offset_us, t + d + offset_us))
+    if stage_spans:  # a worker inside a training stage is busy with it, between its ops too
+        starts, ends = (np.array(x, dtype=np.float64) for x in zip(*stage_spans))
+        lane.spans = intervals.union(lane.spans, intervals.merge(starts, ends))
     if lane.kind == "train" and not lane.has_activity and annotations:
         first = min(t for _, t, _ in annotations)
         last = max(t + d for _, t, d in annotations)
@@ -309,6 +335,8 @@ def _set_busy(lane: LaneStats, comp, comm, busy, offset_us: float, settings: Set
         lane.free_us = max(0.0, lane.window_us - busy.length)
         grid, cum = intervals.busy_curve(busy, settings.timeline_points)
         lane.curve_grid, lane.curve_cum = grid + offset_us, cum
+        spans = intervals.close_gaps(busy, settings.async_gap_us)
+        lane.spans = intervals.Blocks(spans.starts + offset_us, spans.ends + offset_us)
 
 
 def _host_self_times(ts, dur, nid, tid, sel, n_names) -> tuple[np.ndarray, np.ndarray]:

@@ -158,3 +158,50 @@ def gate_comparison(rows: list, values: dict[int, dict[str, float]], window: tup
     _save(fig, path)
     plt.close(fig)
     return path
+
+
+_LANE_COLORS = {"train": "#ff7f0e", "rollout": "#d62728", "weight sync": "#9467bd"}
+
+
+def async_timeline(view, path: Path, max_windows: int = 3) -> bool:
+    """Asynchronous modes: one row per pool/role on one time axis (a panel per profiled window, or the
+    whole run from the metrics), spans of activity as bars; hatched = possibly busy, not logged."""
+    if not view.lanes or not view.windows:
+        return False
+    plt = _pyplot()
+    d = view.data
+    shown = list(zip(view.windows, d.get("windows", [])))[:max_windows]
+    lanes = view.lanes
+    fig, axes = plt.subplots(len(shown), 1, figsize=(11, (0.45 * len(lanes) + 1.3) * len(shown) + 0.4), squeeze=False)
+    for ax, ((lo, hi), numbers) in zip(axes[:, 0], shown):
+        for row, lane in enumerate(lanes):
+            y = len(lanes) - 1 - row
+            color = _LANE_COLORS.get(lane.role, "#7f7f7f")
+            for blocks, kw in ((lane.maybe, dict(facecolors="none", edgecolors=color, hatch="///", linewidth=0.5)),
+                               (lane.spans, dict(facecolors=color, linewidth=0))):
+                clipped = intervals.clip(blocks, lo, hi)
+                if len(clipped.starts):
+                    ax.broken_barh([((a - lo) / 1e6, (b - a) / 1e6) for a, b in zip(clipped.starts, clipped.ends)],
+                                   (y - 0.35, 0.7), **kw)
+        if d.get("basis") == "metrics":
+            edges = np.cumsum([0.0] + [r["step_s"] for r in d.get("per_step", [])])
+            for x, r in zip(edges, d.get("per_step", [])):
+                ax.axvline(x, color="#bbbbbb", linewidth=0.6, zorder=0)
+                ax.text(x, len(lanes) - 0.45, f" {r['step']}", fontsize=6, color="#777777", va="bottom")
+        ov = numbers.get("overlap_fraction")
+        idle = ", ".join(f"{k} pool idle {100 * (v['idle_fraction'] or 0):.0f}%" for k, v in numbers["pools"].items())
+        title = (f"{d['mode']}, {'profiled window' if d.get('basis') == 'traces' else 'all steps, from metrics'}: "
+                 f"{numbers['wall_s']:.2f} s, overlap " + ("n/a" if ov is None else f"{100 * ov:.0f}%")
+                 + (f" (at most {100 * numbers['overlap_max_fraction']:.0f}%)" if "overlap_max_fraction" in numbers else "")
+                 + f"; {idle}")
+        ax.set_title(title, fontsize=9)
+        ax.set_yticks(range(len(lanes)))
+        ax.set_yticklabels([l.label for l in reversed(lanes)], fontsize=8)
+        ax.set_xlim(0, max(hi - lo, 1e-9) / 1e6 * 1.01)
+        ax.set_ylim(-0.6, len(lanes) - 0.3)
+        ax.set_xlabel("seconds since the window started (bars: busy; hatched: possibly busy, not logged"
+                      + ("; grey lines: step starts" if d.get("basis") == "metrics" else "") + ")", fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return True

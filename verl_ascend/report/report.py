@@ -11,10 +11,13 @@ Hydra config the run recorded -- and prints the table the source article builds 
 3. host-bound free time;
 4. communication not overlapped with computation;
 5. the top kernels / ops;
-6. an "optimisations active" checklist.
+6. an "optimisations active" checklist;
+7. in upstream's asynchronous trainer modes (colocate_async, separate_async) only: rollout and training
+   lanes on one time axis, overlap, idle time per pool, weight-sync time and staleness
+   (``async_modes.py``; a sync run's report has no such section).
 
 The same data is written as ``report.json`` and ``report.txt``, with ``rollout_timeline.png`` and
-``step_breakdown.png``, into ``--out`` (default ``<first DIR>/profile_report``). Files are written
+``step_breakdown.png`` (and ``async_timeline.png`` in the asynchronous modes), into ``--out`` (default ``<first DIR>/profile_report``). Files are written
 to temporary names and renamed, after all reading is done.
 
 Exit status: 0 all inputs read; 1 report written but some inputs were damaged (listed under
@@ -34,9 +37,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from verl_ascend.report import analysis, checklist
+from verl_ascend.report import analysis, async_modes, checklist
 from verl_ascend.report.lanes import LaneStats, analyze_ascend_dir, analyze_chrome_trace
-from verl_ascend.report.metrics_log import read_metrics_log
+from verl_ascend.report.metrics_log import read_metrics_log, read_step_values
 from verl_ascend.report.problems import InputFormatError, InputProblem
 from verl_ascend.report.run_settings import RunSettings
 from verl_ascend.report.settings import Settings, SettingsError, load_settings
@@ -49,11 +52,13 @@ EXIT_OK, EXIT_PARTIAL, EXIT_FAIL = 0, 1, 2
 class Report:
     """Everything computed from the inputs; ``data`` is what goes into report.json."""
 
-    def __init__(self, data: dict, lanes: list[LaneStats], rounds: list[list[LaneStats]], problems: list[InputProblem]):
+    def __init__(self, data: dict, lanes: list[LaneStats], rounds: list[list[LaneStats]], problems: list[InputProblem],
+                 async_view: Optional[async_modes.AsyncView] = None):
         self.data = data
         self.lanes = lanes
         self.rounds = rounds
         self.problems = problems
+        self.async_view = async_view
 
     @property
     def usable(self) -> bool:
@@ -66,7 +71,8 @@ def _lane_for(src: Source) -> LaneStats:
 
 
 def build_report(paths: list[str | Path], settings: Optional[Settings] = None, *, env_profiles=(), run_configs=(),
-                 exclude: Optional[Path] = None, top_n: Optional[int] = None) -> Report:
+                 exclude: Optional[Path] = None, top_n: Optional[int] = None,
+                 trainer_mode: Optional[str] = None) -> Report:
     """Read every input under ``paths`` and compute the report (no output is written)."""
     settings = settings or load_settings()
     inv = discover(list(paths) + list(env_profiles) + list(run_configs), settings, exclude=exclude)
@@ -87,6 +93,7 @@ def build_report(paths: list[str | Path], settings: Optional[Settings] = None, *
         problems.extend(lane.problems)
         lanes.append(lane)
     logs = []
+    values: dict[int, dict] = {}  # every metric of every step, for the asynchronous modes' section
     for src in inv.of("metrics"):
         try:
             log = read_metrics_log(src.path)
@@ -95,6 +102,11 @@ def build_report(paths: list[str | Path], settings: Optional[Settings] = None, *
             continue
         problems.extend(log.problems)
         logs.append(log)
+        try:
+            for step, record in read_step_values(src.path)[0].items():
+                values.setdefault(step, {}).update(record)
+        except InputFormatError:
+            pass  # no valid record: read_metrics_log has said so
     run = RunSettings()
     for src in inv.of("env_profile"):
         run.add_env_profile(src.path)
@@ -126,7 +138,10 @@ def build_report(paths: list[str | Path], settings: Optional[Settings] = None, *
         "lanes": [l.summary() for l in lanes],
         "problems": [p.to_dict() for p in problems],
     }
-    return Report(data, lanes, rounds, problems)
+    view = async_modes.build(trainer_mode, run, values, lanes, settings)
+    if view is not None:
+        data["async"] = view.data
+    return Report(data, lanes, rounds, problems, view)
 
 
 # ================================================================================================ text
@@ -241,6 +256,10 @@ def render_text(report: Report) -> str:
             out.append(f"              -> {item['fix']}")
     out.append("")
 
+    if d.get("async"):
+        out.extend(async_modes.render(d["async"]))
+        out.append("")
+
     if report.problems:
         out.append(f"Problems with the inputs ({len(report.problems)})")
         for p in report.problems:
@@ -273,6 +292,8 @@ def write_outputs(report: Report, out_dir: Path, plots: bool = True) -> list[Pat
         jobs = [("rollout_timeline.png", lambda p: plotting.rollout_timeline(report.rounds, tails, p))]
         if d.get("phases"):
             jobs.append(("step_breakdown.png", lambda p: plotting.step_breakdown(d["phases"], p)))
+        if report.async_view is not None:
+            jobs.append(("async_timeline.png", lambda p: plotting.async_timeline(report.async_view, p)))
         for name, draw in jobs:
             try:
                 if draw(out_dir / name):
@@ -324,6 +345,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap.add_argument("--env-profile", action="append", default=[], help="the run's env_profile.json/.yaml (if not under DIR)")
     ap.add_argument("--run-config", action="append", default=[], help="the run's composed config (.hydra/config.yaml)")
     ap.add_argument("--settings", type=Path, default=None, help="YAML merged over the report defaults (defaults.yaml)")
+    ap.add_argument("--trainer-mode", choices=async_modes.MODES, default=None,
+                    help="upstream's trainer.v1.trainer_mode of the run (default: the run config's, else told from "
+                         "the metrics and traces)")
     ap.add_argument("--top", type=_positive_int_arg, default=None, help="rows in the top kernels/ops tables (>= 1)")
     ap.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     ap.add_argument("--strict", action="store_true", help="any damaged input is fatal (exit 2, nothing written)")
@@ -340,7 +364,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_FAIL
     out_dir = args.out or default_out_dir(args.paths)
     report = build_report(args.paths, settings, env_profiles=args.env_profile, run_configs=args.run_config,
-                          exclude=out_dir, top_n=args.top)
+                          exclude=out_dir, top_n=args.top, trainer_mode=args.trainer_mode)
     for p in report.problems:
         print(f"error: {p}", file=sys.stderr)
     if not report.usable:

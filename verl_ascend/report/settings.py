@@ -91,6 +91,16 @@ class Settings:
         self.source = source
         self.top_n = _positive_int(data.get("top_n", 15), "top_n", source)
         self.timeline_points = _positive_int(data.get("timeline_points", 4000), "timeline_points", source)
+        am = data.get("async_modes", {}) or {}
+        gap_ms = am.get("gap_ms", 5)
+        if isinstance(gap_ms, bool) or not isinstance(gap_ms, (int, float)) or gap_ms < 0:
+            raise SettingsError(f"{source}: async_modes.gap_ms={gap_ms!r}; accepted: a number >= 0 (milliseconds)")
+        self.async_gap_us = float(gap_ms) * 1000.0
+        self.async_wait_phases: list[str] = list(am.get("wait", ["gen"]))
+        self.async_sync_phases: list[str] = list(am.get("sync", ["update_weights"]))
+        self.staleness_prefix = str(am.get("staleness_prefix", "training/off_policy/trajectory_staleness"))
+        self.engine_prefix = str(am.get("engine_prefix", "weight_sync/"))
+        self.separate_marker_res = _compile(am.get("separate_markers", []), "async_modes.separate_markers", source)
         tail = data.get("tail", {}) or {}
         self.tail_running_below = float(tail.get("running_below", 0.5))
         if not 0 < self.tail_running_below <= 1:

@@ -146,8 +146,15 @@ SEAMS: tuple[Seam, ...] = (
         id="profiler_trace_check_rebind",
         kind="instance-rebind",
         stage="trainer",
-        target="trainer._start_profiling / trainer._stop_profiling rebound on an upstream trainer instance (verl==0.9.1)",
-        why="attach_trace_check gives trainers without the recipe's class the same missing-trace warning.",
+        target=(
+            "trainer._start_profiling / trainer._stop_profiling (and, in separate_async, trainer._stop_rollout_profiling) "
+            "rebound on an upstream trainer instance (verl==0.9.1)"
+        ),
+        why=(
+            "attach_trace_check gives trainers without the recipe's class the same missing-trace warning; "
+            "separate_async stops its rollout servers in on_step_end, after _stop_profiling, so their traces are "
+            "checked after _stop_rollout_profiling."
+        ),
         switched_on="verl_ascend.run.trace_check.attach_trace_check(trainer), called by a user.",
         upstream_fix="As for recipe_trainer_overrides (profile-step hooks).",
         remove_when="upstream's trainer exposes profile-step hooks.",
@@ -156,6 +163,9 @@ SEAMS: tuple[Seam, ...] = (
         fingerprints={
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._start_profiling": "d09fb4cca44bc9a9",
             "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync._stop_profiling": "f34c89f92b94e203",
+            "verl.trainer.ppo.v1.trainer_base:PPOTrainer._stop_rollout_profiling": "13b9becfdb3e7d26",
+            "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync.on_step_end": "7ab4e59c4e052dfc",
+            "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync._rollout_server_managers": "b1f332524829ab33",
         },
         removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.on_profile_step_begin"),),
     ),

@@ -108,3 +108,33 @@ def test_user_overrides_win_over_the_profile():
                                                    "profile_check.strict=true"])
     assert cfg.data.max_response_length == 32 and list(cfg.global_profiler.steps) == [5]
     assert TraceCheck.from_config(cfg).strict is True
+
+
+SEPARATE = ["trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.rollout.nnodes=1",
+            "actor_rollout_ref.rollout.n_gpus_per_node=1"]
+
+
+def test_cpu_profile_traces_both_pools_in_separate_async():
+    cfg = _compose("dapo_tiny_cpu", "cpu", SEPARATE)
+    assert expected_traces(cfg) == ["train", "rollout", "rollout_pool"]
+    for kind in expected_traces(cfg):
+        assert config_reasons(cfg, kind, cfg.global_profiler.steps[0]) == [], kind
+    hook = TraceCheck.from_config(cfg)
+    assert hook.late == ["rollout", "rollout_pool"]  # checked once upstream stopped the servers (on_step_end)
+    colocate = _compose("dapo_tiny_cpu", "cpu", ["trainer.v1.trainer_mode=colocate_async"])
+    assert expected_traces(colocate) == ["train", "rollout"] and TraceCheck.from_config(colocate).late == []
+
+
+def test_npu_rollout_profile_names_the_pools_rank_in_separate_async():
+    # The 32B job's trainer pool: nnodes x n_gpus_per_node ranks; the rollout pool's first replica owns the next.
+    one_device = _compose("dapo_qwen25_32b_npu", "npu_rollout", SEPARATE)
+    tp = one_device.actor_rollout_ref.rollout.tensor_model_parallel_size
+    assert tp > 1 and "make no rollout-pool replica" in config_reasons(one_device, "rollout_pool", 2)[0]
+    pool = SEPARATE + [f"actor_rollout_ref.rollout.n_gpus_per_node={2 * tp}"]  # two replicas
+    cfg = _compose("dapo_qwen25_32b_npu", "npu_rollout", pool)
+    world = cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node
+    assert expected_traces(cfg) == ["rollout", "rollout_pool"]
+    (reason,) = config_reasons(cfg, "rollout_pool", 2)
+    assert f"add {world} to actor_rollout_ref.rollout.profiler.ranks" in reason
+    fixed = _compose("dapo_qwen25_32b_npu", "npu_rollout", pool + [f"actor_rollout_ref.rollout.profiler.ranks=[{world}]"])
+    assert expected_traces(fixed) == ["rollout_pool"] and config_reasons(fixed, "rollout_pool", 2) == []

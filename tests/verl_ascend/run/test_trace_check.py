@@ -188,3 +188,117 @@ def test_attach_reports_a_missing_trace(tmp_path):
     with pytest.raises(MissingTraceError, match="step 2"):
         trainer.fit(3)
     assert attach_trace_check(_FakeTrainer(_config(tmp_path, **{"global_profiler.tool": None}), tmp_path)) is None
+
+
+# ------------------------------------------------------------------------------ asynchronous modes
+def _separate(save_path, **over):
+    """separate_async on one trainer device and a rollout pool of two replicas (upstream: replicas 1 and 2)."""
+    cfg = _config(save_path, **over)
+    cfg["trainer"]["n_gpus_per_node"] = 1
+    cfg["trainer"]["v1"] = {"trainer_mode": "separate_async"}
+    cfg["actor_rollout_ref"]["rollout"].update(nnodes=1, n_gpus_per_node=2)
+    for dotted, value in over.items():  # again: the lines above may have overwritten an override
+        node = cfg
+        *parts, last = dotted.split(".")
+        for p in parts:
+            node = node[p]
+        node[last] = value
+    return cfg
+
+
+def _touch(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x")
+    return path
+
+
+def test_pools_follow_upstreams_replica_numbering(tmp_path):
+    from verl_ascend.run.trace_check import pools
+
+    geometry = pools(_separate(tmp_path))
+    assert (geometry.trainer, geometry.rollout, geometry.first_pool_rank) == (range(0, 1), range(1, 3), 1)
+    tp2 = pools(_separate(tmp_path, **{"trainer.n_gpus_per_node": 4, "actor_rollout_ref.rollout.n_gpus_per_node": 4,
+                                       "actor_rollout_ref.rollout.tensor_model_parallel_size": 2}))
+    assert (tp2.trainer, tp2.rollout, tp2.first_pool_rank) == (range(0, 2), range(2, 4), 4)
+    no_hybrid = pools(_separate(tmp_path, **{"actor_rollout_ref.hybrid_engine": False}))
+    assert (no_hybrid.trainer, no_hybrid.rollout) == (range(0, 0), range(0, 2))
+    assert pools(_config(tmp_path)).rollout == range(0)  # sync: no rollout pool
+
+
+def test_separate_async_expects_the_rollout_pools_trace(tmp_path):
+    assert expected_traces(_config(tmp_path)) == ["train", "rollout"]  # sync: unchanged
+    colocate = _config(tmp_path)
+    colocate["trainer"]["v1"] = {"trainer_mode": "colocate_async"}
+    assert expected_traces(colocate) == ["train", "rollout"]  # one pool, as sync
+    assert expected_traces(_separate(tmp_path)) == ["train", "rollout", "rollout_pool"]  # ranks [0]: replica 0 too
+    every = _separate(tmp_path, **{"actor_rollout_ref.rollout.profiler.all_ranks": True})
+    assert expected_traces(every) == ["train", "rollout", "rollout_pool"]
+    only_pool = _separate(tmp_path, **{"actor_rollout_ref.rollout.profiler.ranks": [2]})
+    assert expected_traces(only_pool) == ["train", "rollout_pool"]
+    assert config_reasons(only_pool, "rollout_pool", 2) == [] and config_reasons(every, "rollout_pool", 2) == []
+
+
+def test_a_profiler_that_selects_no_pool_replica_is_named(tmp_path):
+    cfg = _separate(tmp_path)  # ranks [0]: the trainer pool's hybrid replica only
+    (reason,) = config_reasons(cfg, "rollout_pool", 2)
+    assert "the rollout pool's replicas are 1..2" in reason and "add 1 to actor_rollout_ref.rollout.profiler.ranks" in reason
+    empty = _separate(tmp_path, **{"actor_rollout_ref.rollout.n_gpus_per_node": 0})
+    assert "make no rollout-pool replica" in config_reasons(empty, "rollout_pool", 2)[0]
+    assert "only separate_async" in config_reasons(_config(tmp_path), "rollout_pool", 2)[0]
+
+
+def test_pool_traces_are_told_apart_by_replica(tmp_path):
+    cfg = _separate(tmp_path, **{"actor_rollout_ref.rollout.profiler.all_ranks": True})
+    since = time.time() - 10
+    _touch(tmp_path / "actor_rollout_actor_update_step2_rank0_pid1_x.json.gz")
+    _touch(tmp_path / "agent_loop_rollout_replica_0" / "hf_rollout_step2_rank0.json")
+    with pytest.warns(MissingTraceWarning):
+        (msg,) = check_traces(tmp_path, 2, expected_traces(cfg), since=since, config=cfg)
+    assert "the rollout_pool trace" in msg and "r in 1..2: the rollout pool's servers" in msg
+    _touch(tmp_path / "agent_loop_rollout_replica_2" / "hf_rollout_step2_rank2.json")
+    assert check_traces(tmp_path, 2, expected_traces(cfg), since=since, config=cfg) == []
+
+
+class _FakeSeparateAsync(_FakeTrainer):
+    """upstream's separate_async order: the rollout servers stop in on_step_end, after _stop_profiling."""
+
+    def _stop_rollout_profiling(self):
+        self.calls.append(("stop_rollout", self.global_steps))
+        if self.global_steps == 2:
+            _touch(self.save_path / "agent_loop_rollout_replica_1" / "hf_rollout_step2_rank1.json")
+
+    def fit(self, steps):
+        for self.global_steps in range(1, steps + 1):
+            self._start_profiling()
+            self._stop_profiling()
+            if self.global_steps == 2:  # on_step_end: prev_step_profile
+                self._stop_rollout_profiling()
+
+
+def test_attach_checks_the_pool_after_upstream_stops_its_servers(tmp_path):
+    cfg = _separate(tmp_path, **{"actor_rollout_ref.rollout.profiler.ranks": [1]})
+    cfg["profile_check"] = {"strict": True}
+    trainer = _FakeSeparateAsync(cfg, tmp_path)
+    hook = attach_trace_check(trainer)
+    assert hook.expected == ["train", "rollout_pool"] and hook.late == ["rollout_pool"]
+    trainer.fit(3)  # strict: a check before the servers stopped would have raised
+    assert ("stop_rollout", 2) in trainer.calls
+
+    elsewhere = _separate(tmp_path / "other", **{"actor_rollout_ref.rollout.profiler.ranks": [1]})
+    hook = TraceCheck(elsewhere, strict=True)
+    hook.before_step(2)
+    _touch(tmp_path / "other" / "actor_rollout_actor_update_step2_rank0_x.json.gz")
+    assert hook.after_step(2) == []  # the train trace is there; the pool's is not due yet
+    with pytest.raises(MissingTraceError, match="rollout_pool"):
+        hook.after_rollout_stop(2)
+    assert hook.after_rollout_stop(3) == []  # nothing pending
+
+
+def test_a_rollout_trace_named_after_its_weights_version_counts_by_time(tmp_path):
+    # Upstream's separate_async passes no step to the servers: verl.cpu's hf server then names the version
+    # of its weights (real run: hf_rollout_step1_rank1.json for the profiled step 2).
+    new = _touch(tmp_path / "agent_loop_rollout_replica_1" / "hf_rollout_step1_rank1.json")
+    assert find_traces(tmp_path, "rollout", step=2, since=time.time() - 10) == [new]
+    os.utime(new, (time.time() - 3600, time.time() - 3600))
+    assert find_traces(tmp_path, "rollout", step=2, since=time.time() - 10) == []  # an old one does not
+    assert find_traces(tmp_path, "rollout", step=2) == []  # without a start time the name decides
