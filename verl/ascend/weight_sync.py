@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
 from verl_ascend.checks.findings import ERROR, INFO, Finding
+from verl_ascend.checks.rules_async import upstream_path
 from verl_ascend.checks.view import ConfigView
 
 ENGINE = "actor_rollout_ref.rollout.checkpoint_engine"
@@ -38,14 +38,8 @@ COMMUNICATOR = "pyhccl"  # the engine's attribute holding the communicator (self
 
 
 def _upstream_file(relative: str) -> Path | None:
-    try:
-        spec = importlib.util.find_spec("verl")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / relative
-    return path if path.is_file() else None
+    path = upstream_path(relative)
+    return path if path is not None and path.is_file() else None
 
 
 @functools.lru_cache(maxsize=1)

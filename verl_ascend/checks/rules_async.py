@@ -259,15 +259,21 @@ def warmup_batches_range(view: ConfigView) -> Iterator[Finding]:
 
 
 # ------------------------------------------------------------------------------ engine names
-def _upstream_engine_dir() -> Path | None:
+def upstream_path(relative: str) -> Path | None:
+    """``relative`` inside the installed upstream ``verl`` package, found without importing it; None if absent."""
     try:
         spec = importlib.util.find_spec("verl")
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    folder = Path(list(spec.submodule_search_locations)[0]) / "checkpoint_engine"
-    return folder if folder.is_dir() else None
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    return path if path.exists() else None
+
+
+def _upstream_engine_dir() -> Path | None:
+    folder = upstream_path("checkpoint_engine")
+    return folder if folder is not None and folder.is_dir() else None
 
 
 @functools.lru_cache(maxsize=1)
