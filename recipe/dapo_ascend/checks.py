@@ -5,7 +5,9 @@ Registered through the entry point ``verl_ascend.checks: dapo_ascend = recipe.da
 
 - ``config_types`` (gate): every key the recipe reads has the right type and range (``config_schema.py``),
   one finding per key;
-- ``rollout_tail_policy``: the rollout-tail policy is read by the trainer that runs (its keys' ranges are
+- ``trainer_mode_supported`` (gate): ``trainer.v1.trainer_mode`` is one of upstream's modes, which the
+  recipe's trainer runs (``modes.py``); its internal registry names are not for users;
+- ``rollout_tail_policy``: the rollout-tail policy acts in ``sync`` only (its keys' ranges are
   ``config_types``'s, from the declared section ``TailPolicy``);
 - ``destination_unusable`` (inputs): run and checkpoint folders writable with room for a checkpoint.
 """
@@ -20,10 +22,9 @@ from verl_ascend.checks.pipeline import GATE, INPUTS, from_check, keys_named, ta
 from verl_ascend.checks.view import ConfigView
 from verl_ascend.run.run_guard import StartRefused
 
-# The recipe's trainer (recipe/dapo_ascend/trainer.py) runs as upstream's "sync" trainer.
-TRAINER_MODE = "dapo_ascend"
+from recipe.dapo_ascend import modes
 
-TAIL = f"trainer.v1.{TRAINER_MODE}.rollout_tail"
+TAIL = "trainer.v1.dapo_ascend.rollout_tail"
 
 
 def config_types(view: ConfigView) -> Iterator[Finding]:
@@ -34,11 +35,28 @@ def config_types(view: ConfigView) -> Iterator[Finding]:
         yield Finding("config_types", ERROR, problem, keys_named(problem))
 
 
+def trainer_mode_supported(view: ConfigView) -> Iterator[Finding]:
+    """``trainer.v1.trainer_mode`` names one of upstream's modes; each runs the recipe's hooks (``modes.py``)."""
+    mode = str(view.get(modes.MODE_KEY, "sync"))
+    if mode in modes.UPSTREAM_MODES:
+        return
+    internal = mode in modes.REGISTRY.values()
+    why = (f"{mode!r} is the recipe's internal registry name for upstream's "
+           f"{[m for m, n in modes.REGISTRY.items() if n == mode][0]!r} mode; name upstream's mode instead"
+           if internal else f"{mode!r} is not a trainer mode the recipe runs")
+    yield Finding("trainer_mode_supported", ERROR, f"{modes.MODE_KEY}={mode}: {why}", (modes.MODE_KEY,),
+                  accepted=" | ".join(modes.UPSTREAM_MODES))
+
+
 def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
     """The recipe's rollout long-tail policy (recipe/dapo_ascend/rollout_tail): its settings in range
     (a declared section, ``rollout_tail/policy.py::TailPolicy``: ``config_types`` names a value out of
     range), and it acts only in the ``dapo_ascend`` trainer; with carry-over, part of each trained batch
-    comes from last step's weights, which only rollout-correction importance weights account for in the loss."""
+    comes from last step's weights, which only rollout-correction importance weights account for in the loss.
+
+    In the async modes upstream's own partial rollout carries unfinished responses across weight updates
+    (``FullyAsyncLLMServerClient``) and its ``ReplayBufferAsync`` samples: the tail's sampler, a synchronous
+    one, would replace that buffer, so the policy is refused there rather than ignored."""
     from recipe.dapo_ascend.rollout_tail.policy import TailPolicy
     from verl_ascend.sections import SectionError
 
@@ -48,16 +66,16 @@ def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
         return
     if not policy.enable:
         return
-    mode = view.get("trainer.v1.trainer_mode", "sync")
-    if mode != TRAINER_MODE or not view.uses_v1_trainer:
+    mode = str(view.get(modes.MODE_KEY, "sync"))
+    if mode != "sync" or not view.uses_v1_trainer:
+        why = (f"trainer.v1.trainer_mode={mode!r}: upstream's partial rollout and ReplayBufferAsync handle the "
+               "long tail there, and the tail's synchronous sampler would replace that buffer"
+               if view.uses_v1_trainer else "trainer.use_v1=False: only the recipe's V1 trainer reads it")
         yield Finding(
             "rollout_tail_ignored",
             ERROR,
-            f"{TAIL}.enable=True but trainer.v1.trainer_mode={mode!r}"
-            f"{'' if view.uses_v1_trainer else ' and trainer.use_v1=False'}: only the recipe's 'dapo_ascend' "
-            "trainer (V1) reads it, so nothing would be over-provisioned or cut. Set "
-            "trainer.v1.trainer_mode=dapo_ascend.",
-            (f"{TAIL}.enable", "trainer.v1.trainer_mode"),
+            f"{TAIL}.enable=True but {why}. Set trainer.v1.trainer_mode=sync with trainer.use_v1=True, or {TAIL}.enable=false.",
+            (f"{TAIL}.enable", modes.MODE_KEY),
         )
         return
     if policy.carry_over and not view.get("algorithm.rollout_correction.rollout_is"):
@@ -79,16 +97,16 @@ def _check_destination(config) -> None:
 
 
 tag(config_types, stage=GATE, launch=True)
+tag(trainer_mode_supported, stage=GATE, launch=True)
 tag(rollout_tail_policy, launch=True)
 _check_destination.__doc__ = "Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."
 destination_unusable = from_check(
     "destination_unusable", _check_destination, (StartRefused,), stage=INPUTS, needs=("model_unusable",)
 )  # its checkpoint-size estimate reads the model folder
 
-RULES = (config_types, rollout_tail_policy, destination_unusable)
+RULES = (config_types, trainer_mode_supported, rollout_tail_policy, destination_unusable)
 
 
 def register_checks() -> None:
-    """Entry point (group ``verl_ascend.checks``): the recipe's rules and its trainer mode."""
+    """Entry point (group ``verl_ascend.checks``): the recipe's rules."""
     checks.register(*RULES)
-    checks.register_sync_trainer_mode(TRAINER_MODE)

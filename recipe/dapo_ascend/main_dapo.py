@@ -19,8 +19,10 @@ The whole path, in order:
    (``verl_ascend/run/lifetime.py``). Every Ray start retries Ray's start-up timeout (``cluster.py``).
 5. With ``trainer.v1.dapo_ascend.warm_workers`` > 0 this process starts the local Ray cluster
    itself, with workers that import verl ahead of the actors (``verl_ascend/run/warm_workers.py``).
-6. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains; this process prints a
-   progress line per step from the metrics file.
+6. Upstream's own ``run_ppo`` with upstream's ``TaskRunnerV1`` trains, with the recipe's trainer for
+   the mode in ``trainer.v1.trainer_mode`` (``modes.py``: sync, colocate_async or separate_async,
+   upstream's class for it with the recipe's hooks); this process prints a progress line per step
+   from the metrics file.
 
 Hydra writes no ``./outputs/<date>/<time>/`` folder (``HYDRA_QUIET``).
 """
@@ -73,6 +75,7 @@ def run(config: DictConfig) -> None:
         print(f"[verl-ascend] metrics: {path}", flush=True)
         printer = ProgressPrinter(path, total_steps=config.trainer.get("total_training_steps")).start()
     try:
+        from recipe.dapo_ascend import modes
         from recipe.dapo_ascend.options import DapoAscendOptions
         from verl_ascend.run import cluster, lifetime, warm_workers
         from verl_ascend.run.run_guard import RunLock
@@ -84,6 +87,7 @@ def run(config: DictConfig) -> None:
         warm_workers.start(config, DapoAscendOptions.from_config(config).warm_workers)
         up = []  # run_ppo's ray.init succeeded: from then on no failure is a start-up timeout
         runner = lifetime.after_ray_init(TaskRunnerV1, lambda: (up.append(True), lifetime.install_stop_handlers()))
+        modes.to_registry_name(config)  # upstream's task runner picks the recipe's class for the mode
         cluster.start_ray(lambda: run_ppo(config, task_runner_class=runner), reached=lambda: bool(up))
     except KeyboardInterrupt:
         raise lifetime.stopped(RunPaths.of(config).checkpoints) from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from verl_ascend import envs
 from verl_ascend.checks import exits
@@ -119,6 +119,21 @@ def prepare(config: DictConfig) -> None:
         RunLock.release(taken)
 
 
+def platform_defaults(config: DictConfig) -> list[str]:
+    """What the CPU platform fills in for the run's trainer mode, unless the user set it: the gloo
+    weight-sync engine and a rollout pool in ``separate_async``, the Ray slots for both pools
+    (``verl/cpu/config_defaults.py``, each change logged). Upstream's ``main_ppo`` gets the same
+    through the CPU backend's ``auto_set_device`` hook; the checks then judge what will run."""
+    if OmegaConf.select(config, "trainer.device") != "cpu":
+        return []
+    from verl.cpu import config_defaults
+
+    try:
+        return config_defaults.apply(config)
+    except config_defaults.CPUConfigError as exc:
+        raise PreflightError(str(exc)) from None
+
+
 def _prepare(config: DictConfig, taken: list[str]) -> None:
     from omegaconf.errors import OmegaConfBaseException
     from verl.utils.device import auto_set_device
@@ -128,6 +143,7 @@ def _prepare(config: DictConfig, taken: list[str]) -> None:
     from verl_ascend.run.run_guard import RunLock
 
     auto_set_device(config)
+    platform_defaults(config)
     # First of all (cheap): this process owns the existing run folders; a second run stops here,
     # at once, not after the checks (30-150 s on a busy machine). Locking creates nothing.
     try:

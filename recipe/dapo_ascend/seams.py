@@ -17,7 +17,7 @@ SEAMS: tuple[Seam, ...] = (
         kind="private-override",
         target=(
             "verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync (and trainer_base.PPOTrainer) private members, "
-            "overridden or called by recipe.dapo_ascend.trainer.DAPOAscendTrainer (verl==0.9.1)"
+            "overridden or called by recipe.dapo_ascend.trainer.DAPOAscendHooks (verl==0.9.1)"
         ),
         why=(
             "The recipe's trainer adds reward/agent-loop/tail metrics to upstream's _compute_metrics, a trace "
@@ -25,7 +25,7 @@ SEAMS: tuple[Seam, ...] = (
             "replay buffer's poll interval, and a resume on new data that keeps the dataloader's fresh position "
             "(_load_checkpoint); upstream offers no hook for any of these."
         ),
-        switched_on="trainer.v1.trainer_mode=dapo_ascend (the recipe's registered trainer).",
+        switched_on="Always in the recipe's trainer, every trainer.v1.trainer_mode (recipe/dapo_ascend/modes.py).",
         upstream_fix=(
             "None filed yet: public trainer hooks (on_metrics(batch, metrics), on_profile_step_begin/end, a "
             "replay-buffer factory option for poll_interval)."
@@ -48,21 +48,60 @@ SEAMS: tuple[Seam, ...] = (
         id="recipe_trainer_mode_sync",
         kind="instance-rebind",
         stage="trainer",
-        target="config.trainer.v1.trainer_mode, read by verl.trainer.ppo.v1.trainer_base.PPOTrainer (verl==0.9.1)",
-        why=(
-            "Upstream branches on trainer_mode == 'sync' (replay buffer class, refill rules, checkpoint contents) "
-            "and treats every other name as asynchronous; after the registry resolved 'dapo_ascend' to our class, "
-            "the config is rewritten to 'sync' so upstream takes its synchronous branches (and reads "
-            "trainer.v1.sync, while our own keys sit under trainer.v1.dapo_ascend)."
+        target=(
+            "config.trainer.v1.trainer_mode, read by verl.trainer.main_ppo.TaskRunnerV1.run (get_trainer_cls) and "
+            "verl.trainer.ppo.v1.trainer_base.PPOTrainer (verl==0.9.1)"
         ),
-        switched_on="DAPOAscendTrainer.__init__, before upstream's __init__.",
+        why=(
+            "Upstream's task runner picks the trainer class by trainer_mode, and its trainer then branches on the "
+            "same string (== 'sync': replay buffer class, refill rules, checkpoint contents; trainer.v1.<mode>: "
+            "the mode's settings). The entry point swaps in the recipe's registry name for the user's mode "
+            "(recipe/dapo_ascend/modes.py::to_registry_name, just before run_ppo) and the recipe's trainer puts "
+            "upstream's name back before upstream's __init__ reads it."
+        ),
+        switched_on="main_dapo.run -> modes.to_registry_name; DAPOAscendHooks.__init__, before upstream's __init__.",
         upstream_fix="None filed yet: a class attribute (e.g. PPOTrainer.synchronous) instead of a mode string.",
         remove_when="upstream decides sync/async by the trainer class, not by the mode name.",
         test=_PR,
-        code="recipe/dapo_ascend/trainer.py::DAPOAscendTrainer.__init__",
-        fingerprints={"verl.trainer.ppo.v1.trainer_base:PPOTrainer#trainer_mode": "4a99764148d80312"},
+        code="recipe/dapo_ascend/modes.py::to_registry_name, recipe/dapo_ascend/trainer.py::DAPOAscendHooks.__init__",
+        fingerprints={
+            "verl.trainer.ppo.v1.trainer_base:PPOTrainer#trainer_mode": "4a99764148d80312",
+            "verl.trainer.main_ppo:TaskRunnerV1.run#get_trainer_cls(": "1a68348ba6a97c4c",
+        },
         covers=("trainer_mode",),
         removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.synchronous"),),
+    ),
+    Seam(
+        id="recipe_trainer_async_modes",
+        kind="private-override",
+        target=(
+            "verl.trainer.ppo.v1.trainer_colocate_async.PPOTrainerColocateAsync and trainer_separate_async."
+            "PPOTrainerSeparateAsync: the members behind the recipe's hooks in the async modes (verl==0.9.1)"
+        ),
+        why=(
+            "The recipe's hooks sit in front of upstream's class for each mode (DAPOAscendColocateAsync, "
+            "DAPOAscendSeparateAsync) and lean on what those classes do: their partial-rollout client "
+            "(get_llm_client, kept), their weight sync in on_step_end, separate_async's rollout-pool profiling "
+            "stop in on_step_end (the trace check follows it) and its server managers, its __init__ asserts "
+            "(checked before Ray by verl_ascend/checks/rules_async.py), and ReplayBufferAsync.sample, which the "
+            "watchdog wraps."
+        ),
+        switched_on="trainer.v1.trainer_mode=colocate_async or separate_async in the recipe.",
+        upstream_fix="None filed yet: trainer callbacks instead of subclass hooks.",
+        remove_when="upstream's trainers take callbacks (composition) for metrics, profiling and step events.",
+        test=_PR,
+        code="recipe/dapo_ascend/trainer.py::DAPOAscendColocateAsync, recipe/dapo_ascend/trainer.py::DAPOAscendSeparateAsync",
+        fingerprints={
+            "verl.trainer.ppo.v1.trainer_colocate_async:PPOTrainerColocateAsync.get_llm_client": "0cf6b9952bac81d0",
+            "verl.trainer.ppo.v1.trainer_colocate_async:PPOTrainerColocateAsync.on_step_end": "ca6a44d04b292763",
+            "verl.trainer.ppo.v1.trainer_colocate_async:PPOTrainerColocateAsync.on_sample_end": "7a4cda823813b07a",
+            "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync.__init__": "d643a21d5874c86e",
+            "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync.get_llm_client": "daeede45c8761630",
+            "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync.on_step_end": "7ab4e59c4e052dfc",
+            "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync._rollout_server_managers": "b1f332524829ab33",
+            "verl.trainer.ppo.v1.replay_buffer:ReplayBufferAsync.sample": "f17ba512b705024c",
+        },
+        removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.add_callback"),),
     ),
     Seam(
         id="recipe_journal_overrides",

@@ -1,7 +1,11 @@
-"""``dapo_ascend``: upstream's synchronous V1 trainer plus the metrics DAPO users read.
+"""The recipe's trainer: upstream's V1 trainer, in the mode the user picked, plus what DAPO users read.
 
-Registered with upstream's ``register_trainer`` and selected by
-``trainer.v1.trainer_mode=dapo_ascend`` (the recipe's default). It changes no algorithm:
+The user picks upstream's mode with upstream's key, ``trainer.v1.trainer_mode=sync|colocate_async|
+separate_async`` (``recipe/dapo_ascend/modes.py``). Each mode has one class here, registered with
+upstream's ``register_trainer`` under the recipe's name for it (``dapo_ascend``,
+``dapo_ascend.colocate_async``, ``dapo_ascend.separate_async``): ``DAPOAscendHooks`` put in front of
+upstream's own class for that mode, so upstream's loop, weight sync and partial rollout run as
+shipped and the hooks below add the recipe's components. It changes no algorithm:
 
 - per step, it logs the means of the reward manager's extra fields (``acc``, and with
   ``overlong_buffer_cfg.log=true`` the DAPO overlong penalty) as ``reward_extra/<key>/mean``,
@@ -28,10 +32,12 @@ Registered with upstream's ``register_trainer`` and selected by
   partial responses carried over (``recipe/dapo_ascend/rollout_tail``). Its ``rollout_tail/*``
   metrics are logged either way.
 
-Structure: one class, ``DAPOAscendTrainer(PPOTrainerSync)``, owning its components as attributes
-(``rollout_tail``, ``rollout_watchdog``, ``journal``, ``trace_check``), built in its ``__init__``
-and called only from the hook overrides below, each a few lines. No mixins: the order in which
-the components act is the order written in each hook, not a method resolution order.
+Structure: ``DAPOAscendHooks(PPOTrainer)`` owns the components as attributes (``rollout_tail``,
+``rollout_watchdog``, ``journal``, ``trace_check``), built in its ``__init__`` and called only from
+the hook overrides below, each a few lines, each ending in ``super()``: upstream's method of the
+mode's class. The three classes at the bottom only name the mode; where a component acts
+differently in a mode, the hook says so (``self.MODE``), and what cannot act in a mode is refused
+before Ray (``recipe/dapo_ascend/checks.py``).
 """
 
 from __future__ import annotations
@@ -45,19 +51,21 @@ import transfer_queue as tq
 
 from verl_ascend.run.trace_check import TraceCheck
 from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY
-from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
+from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from verl_ascend.run.data_order import ENV_FRESH_DATA_ORDER, keep_fresh_order
 from verl_ascend.run.journal import RunJournal
 from verl_ascend.run.watchdog import RolloutFailure, RolloutWatchdog, rollout_servers
+from recipe.dapo_ascend import modes
 from recipe.dapo_ascend.local_reward import InProcessRewardHandle, check_in_process_reward, release_reward_workers
 from recipe.dapo_ascend.options import DapoAscendOptions
 from recipe.dapo_ascend.rollout_tail.accounting import consumption_metrics
 from recipe.dapo_ascend.rollout_tail.component import RolloutTail
 from recipe.dapo_ascend.sole_server import SoleServerClient, sole_server
 
-TRAINER_NAME = "dapo_ascend"
 logger = logging.getLogger(__name__)
 
 
@@ -111,23 +119,25 @@ def agent_loop_timings(sample_metrics: list, mask: np.ndarray | None = None) -> 
     return out
 
 
-@register_trainer(TRAINER_NAME)
-class DAPOAscendTrainer(PPOTrainerSync):
-    """Upstream's sync trainer plus four components, each a plain object it owns:
+class DAPOAscendHooks(PPOTrainer):
+    """The recipe's hooks on upstream's trainer, four components, each a plain object it owns:
 
     - ``rollout_tail``: the long-tail policy (``recipe/dapo_ascend/rollout_tail``; observes only when off);
     - ``rollout_watchdog``: a dead or stalled rollout server fails the step clearly (``verl_ascend/run/watchdog.py``);
     - ``journal``: status.json, prompt ledger, checkpoint markers, appended metrics (``verl_ascend/run/journal.py``);
     - ``trace_check``: every trace asked for is on disk (``verl_ascend/run/trace_check.py``; None unless profiling).
 
-    The hooks below are the only places they are called, in the order written there.
+    The hooks below are the only places they are called, in the order written there. ``MODE`` is
+    upstream's trainer mode of the concrete class (set by the three classes below).
     """
 
+    MODE = "sync"
+
     def __init__(self, config):
-        # Upstream's base trainer branches on ``trainer_mode == "sync"`` (replay buffer, refill
-        # rules, checkpoint contents); any other name is treated as asynchronous. The registry
-        # has already resolved our name to this class, so from here on we are plain "sync".
-        config.trainer.v1.trainer_mode = "sync"
+        # Upstream's base trainer branches on the mode's name (``== "sync"``: replay buffer, refill
+        # rules, checkpoint contents; ``trainer.v1.<mode>``: its settings). The registry has already
+        # resolved the recipe's name to this class, so from here on the config names upstream's mode.
+        config.trainer.v1.trainer_mode = self.MODE
         # Before upstream's __init__: it builds the replay buffer (our _build_replay_buffer uses
         # both), and the tail writes its router YAML into the config the servers are made from.
         self.options = DapoAscendOptions.from_config(config)  # trainer.v1.dapo_ascend, typed
@@ -147,10 +157,13 @@ class DAPOAscendTrainer(PPOTrainerSync):
         # by a subclass instance (TailMeter/TailCuttingSampler, copying its attributes, poll
         # interval included), so it comes before the watchdog, which rebinds ``sample`` and
         # ``_wait_for_next_poll`` on the instance actually used (the tail's sampler calls both).
+        # The async modes' ReplayBufferAsync keeps its class: the tail's samplers are synchronous
+        # ones (the tail is refused outside sync), so there it measures nothing.
         buffer = super()._build_replay_buffer()
         if self.options.poll_interval_s is not None:
             buffer.poll_interval = self.options.poll_interval_s
-        buffer = self.rollout_tail.adopt(buffer)
+        if self.MODE == "sync":
+            buffer = self.rollout_tail.adopt(buffer)
         self.rollout_watchdog.attach(buffer)
         return buffer
 
@@ -160,6 +173,8 @@ class DAPOAscendTrainer(PPOTrainerSync):
         return [InProcessRewardHandle(self.config)]
 
     def get_llm_client(self):
+        if self.MODE != "sync":  # upstream's partial-rollout client (abort, resume on new weights)
+            return super().get_llm_client()
         client_cls = self.rollout_tail.client_cls()
         if client_cls is not None:
             return self.llm_server_manager.get_client(client_cls=client_cls)
@@ -208,6 +223,11 @@ class DAPOAscendTrainer(PPOTrainerSync):
             return super()._start_rollout_profiling()
         for manager in self._rollout_server_managers():
             manager.start_profile(profile_step=self.global_steps)
+
+    def _stop_rollout_profiling(self) -> None:
+        super()._stop_rollout_profiling()
+        if self.trace_check is not None:  # separate_async stops its rollout pool's traces in on_step_end
+            self.trace_check.after_rollout_stop(self.global_steps)
 
     def _start_profiling(self) -> None:
         if self.trace_check is not None:
@@ -271,3 +291,25 @@ class DAPOAscendTrainer(PPOTrainerSync):
         # Upstream's counter ends one past the last step it trained.
         self.journal.finished(int(getattr(self, "global_steps", 1)) - 1)
         return result
+
+
+# -- one class per upstream trainer mode: the hooks in front of upstream's class ------------------
+@register_trainer(modes.REGISTRY["sync"])
+class DAPOAscendTrainer(DAPOAscendHooks, PPOTrainerSync):
+    """``trainer.v1.trainer_mode=sync``: rollout, then training, on the same workers."""
+
+    MODE = "sync"
+
+
+@register_trainer(modes.REGISTRY["colocate_async"])
+class DAPOAscendColocateAsync(DAPOAscendHooks, PPOTrainerColocateAsync):
+    """``colocate_async``: the same workers, partial rollout carried across weight updates."""
+
+    MODE = "colocate_async"
+
+
+@register_trainer(modes.REGISTRY["separate_async"])
+class DAPOAscendSeparateAsync(DAPOAscendHooks, PPOTrainerSeparateAsync):
+    """``separate_async``: a rollout pool of its own, weights moved by a checkpoint engine."""
+
+    MODE = "separate_async"

@@ -91,7 +91,7 @@ def test_every_culprit_is_named_at_once(tiny_env):
     from recipe.dapo_ascend import preflight
 
     config = tiny(["data.train_batch_size=10", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
-                   f"{TAIL}.enable=true", "trainer.v1.trainer_mode=sync", "trainer.save_freq=0"])
+                   f"{TAIL}.enable=true", "trainer.v1.trainer_mode=colocate_async", "trainer.save_freq=0"])
     with pytest.raises(preflight.PreflightError) as caught:
         preflight.check_all(config)
     text = str(caught.value)

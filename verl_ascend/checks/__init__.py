@@ -82,7 +82,7 @@ _entry_points_loaded = False
 
 __all__ = [
     "DoctorError", "Finding", "ERROR", "WARN", "INFO", "BUILTIN_RULES", "rules", "register",
-    "register_sync_trainer_mode", "register_launch_defaults", "check", "validate", "blocking", "format_report", "refusal",
+    "register_launch_defaults", "check", "validate", "blocking", "format_report", "refusal",
 ]
 
 
@@ -91,11 +91,6 @@ def register(*new_rules: Rule) -> None:
     for rule in new_rules:
         if rule not in _registered:
             _registered.append(rule)
-
-
-def register_sync_trainer_mode(mode: str) -> None:
-    """A registered trainer (``trainer.v1.trainer_mode``) that runs as upstream's synchronous trainer."""
-    rules_sampling.SYNC_TRAINER_MODES.add(mode)
 
 
 def register_launch_defaults(device: str, keys: dict[str, str]) -> None:

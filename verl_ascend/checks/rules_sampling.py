@@ -16,12 +16,8 @@ from verl_ascend.checks.findings import ERROR, WARN, Finding
 from verl_ascend.checks.view import ConfigView
 
 FG = "algorithm.filter_groups"
-# trainer.v1.trainer_mode values for which upstream's _build_replay_buffer builds the synchronous
-# ReplayBuffer (the only one that reads max_inflight_gen_batches): it tests `trainer_mode == "sync"`,
-# so a registered trainer under another name gets ReplayBufferAsync unless it maps its mode to sync.
-# A recipe whose trainer runs as upstream's "sync" trainer adds its mode with
-# ``verl_ascend.checks.register_sync_trainer_mode`` (the DAPO recipe adds "dapo_ascend").
-SYNC_TRAINER_MODES = {"sync"}
+# Upstream's _build_replay_buffer builds the synchronous ReplayBuffer (the only one that reads
+# max_inflight_gen_batches) for trainer_mode "sync" only; every other mode gets ReplayBufferAsync.
 
 
 def dynamic_sampling_ignored(view: ConfigView) -> Iterator[Finding]:
@@ -76,7 +72,7 @@ def dynamic_sampling_knobs(view: ConfigView) -> Iterator[Finding]:
         )
     inflight = view.get_int(f"{FG}.max_inflight_gen_batches", 1)
     mode = view.get("trainer.v1.trainer_mode", "sync")
-    if inflight not in (None, 1) and (not enabled or mode not in SYNC_TRAINER_MODES):
+    if inflight not in (None, 1) and (not enabled or mode != "sync"):
         why = (
             "dynamic sampling is off"
             if not enabled

@@ -305,8 +305,10 @@ def test_rollout_tail_policy_rules(npu):
     corrected = variant(on, {"algorithm.rollout_correction.rollout_is": "token"})
     assert "rollout_tail_off_policy_uncorrected" not in rules(corrected)
     assert "rollout_tail_off_policy_uncorrected" not in rules(variant(on, {f"{tail}.carry_over": False}))
-    ignored = findings(variant(on, {"trainer.v1.trainer_mode": "sync"}), rule="rollout_tail_ignored", severity="error")
-    assert ignored and "trainer.v1.trainer_mode='sync'" in ignored[0].message
+    assert "rollout_tail_ignored" not in rules(on)  # sync: the recipe's trainer runs the tail
+    ignored = findings(variant(on, {"trainer.v1.trainer_mode": "colocate_async"}), rule="rollout_tail_ignored",
+                       severity="error")
+    assert ignored and "trainer.v1.trainer_mode='colocate_async'" in ignored[0].message
 
 
 # --- FSDP switches -------------------------------------------------------------------------------
@@ -546,13 +548,10 @@ def test_cli_exit_codes(capsys, monkeypatch):
 
 def test_the_backend_and_the_recipe_register_their_own_rules():
     """The neutral checks hold no Ascend or recipe rule; each owner registers its own (entry points)."""
-    from recipe.dapo_ascend.checks import TRAINER_MODE, rollout_tail_policy
+    from recipe.dapo_ascend.checks import rollout_tail_policy, trainer_mode_supported
     from verl.ascend.env.rules import env_conflicts
-    from verl_ascend.checks import rules_sampling
-
     rules = doctor.rules()
-    assert env_conflicts in rules and rollout_tail_policy in rules
+    assert env_conflicts in rules and rollout_tail_policy in rules and trainer_mode_supported in rules
     assert not [r for r in doctor.BUILTIN_RULES if r.__module__.startswith(("verl.ascend", "recipe"))]
-    assert TRAINER_MODE in rules_sampling.SYNC_TRAINER_MODES
     doctor.register(env_conflicts)  # idempotent
     assert doctor.rules().count(env_conflicts) == 1
