@@ -1,0 +1,185 @@
+"""The same DAPO workload through each of upstream's trainer modes, side by side, in one invocation.
+
+Each run is ``python -m recipe.dapo_ascend.main_dapo --config-name dapo_demo_cpu
+trainer.v1.trainer_mode=<mode>`` in a fresh output directory (the recipe's trainer in upstream's class
+for the mode; the CPU platform fills in separate_async's rollout pool and gloo weight-sync engine).
+Workloads (``--workloads``):
+
+- ``demo``: the demo as shipped (DAPO: dynamic sampling, overlong shaping; 8 prompts x 16 samples);
+  its synchronous step is mostly rollout;
+- ``balanced``: the demo with dynamic sampling off and ``ppo_epochs=3``, where synchronous rollout
+  and training take comparable time, the case where overlapping them pays most.
+
+Per run, from the metrics file (steps 2..N; step 1 carries the start-up): steps/s, and per step the
+rollout time (``timing_s/gen``: the sampling phase; in the async modes it is the trainer's *wait* for
+samples, the rollout itself runs beside training), the training time (the step minus that),
+weight-sync time (``timing_s/update_weights``), staleness (upstream's
+``training/off_policy/trajectory_staleness/mean``), trained-batch accuracy over the last 10 steps and
+the time until the trained batch's accuracy (3-step mean) first reaches ``--target-acc``.
+
+The overlap bound is measured on the sync run: with rollout R and training T per step, running them
+side by side at best takes max(R, T) a step, so the bound is ``1 / max(R, T)`` steps/s, ``(R + T) /
+max(R, T)`` times sync. The last lines print each async mode's steps/s over sync and its share of
+that bound. A plot of accuracy and step time per mode goes next to the JSON results.
+
+    python benchmarks/trainer_modes.py [--workloads demo,balanced] [--modes sync,colocate_async,separate_async]
+                                       [--steps 11] [--repeats 1] [--out benchmarks/results/trainer_modes]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MODES = ("sync", "colocate_async", "separate_async")
+WORKLOADS = {
+    "demo": [],
+    "balanced": ["algorithm.filter_groups.enable=false", "actor_rollout_ref.actor.ppo_epochs=3"],
+}
+
+
+def run_once(mode: str, workload: str, steps: int, out: Path, tiny: str, extra: list[str]) -> dict:
+    """One training run; returns its per-step records (``step``, ``data``) and wall time."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "VERL_ASCEND_TINY_DIR": tiny, "VERL_ASCEND_OUTPUT_DIR": str(out), "PYTHONUNBUFFERED": "1"}
+    env.pop("VERL_FILE_LOGGER_PATH", None)
+    args = [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", "dapo_demo_cpu",
+            f"trainer.v1.trainer_mode={mode}", f"trainer.total_training_steps={steps}", *WORKLOADS[workload], *extra]
+    started = time.monotonic()
+    with open(out / "run.log", "w") as log:
+        code = subprocess.run(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    wall = time.monotonic() - started
+    if code != 0:
+        raise SystemExit(f"{mode}/{workload} exited {code}; see {out / 'run.log'}")
+    metrics = out / "dapo_tiny_cpu" / "metrics.jsonl"
+    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    return {"steps": [r for r in records if "critic/score/mean" in r.get("data", {})], "wall_s": wall}
+
+
+def summarize(steps: list[dict], target_acc: float) -> dict:
+    """The figures of one run (steady state: steps 2..N)."""
+    steady = [s["data"] for s in steps[1:]]
+    step_s = [d["timing_s/step"] for d in steady]
+    gen = [d.get("timing_s/gen", 0.0) for d in steady]
+    acc = [s["data"].get("reward_extra/acc/mean", float("nan")) for s in steps]
+    elapsed, reached = 0.0, None
+    for i, s in enumerate(steps):
+        elapsed += s["data"]["timing_s/step"]
+        window = acc[max(0, i - 2): i + 1]
+        if reached is None and len(window) == 3 and statistics.mean(window) >= target_acc:
+            reached = elapsed
+    stale = [d["training/off_policy/trajectory_staleness/mean"] for d in steady
+             if "training/off_policy/trajectory_staleness/mean" in d]
+    return {
+        "steps_per_s": len(step_s) / sum(step_s),
+        "rollout_s": statistics.median(gen),
+        "train_s": statistics.median([s - g for s, g in zip(step_s, gen)]),
+        "weight_sync_s": statistics.median([d.get("timing_s/update_weights", 0.0) for d in steady]),
+        "staleness": statistics.mean(stale) if stale else 0.0,
+        "acc_last10": statistics.mean(acc[-10:]),
+        "time_to_target_s": reached,
+    }
+
+
+def mean_of(runs: list[dict]) -> dict:
+    keys = runs[0].keys()
+    out = {}
+    for k in keys:
+        values = [r[k] for r in runs if r[k] is not None]
+        out[k] = statistics.mean(values) if values else None
+    out["acc_last10_runs"] = [r["acc_last10"] for r in runs]
+    return out
+
+
+def table(results: dict) -> list[str]:
+    lines = []
+    for workload, by_mode in results.items():
+        sync = by_mode.get("sync")
+        lines.append(f"== {workload} ==")
+        lines.append(f"{'mode':16}{'steps/s':>9}{'rollout s':>11}{'train s':>9}{'wsync s':>9}{'stale':>7}"
+                     f"{'acc@10':>8}{'to target s':>13}")
+        for mode, r in by_mode.items():
+            ttt = f"{r['time_to_target_s']:.1f}" if r["time_to_target_s"] is not None else "-"
+            lines.append(f"{mode:16}{r['steps_per_s']:9.3f}{r['rollout_s']:11.2f}{r['train_s']:9.2f}"
+                         f"{r['weight_sync_s']:9.3f}{r['staleness']:7.2f}{r['acc_last10']:8.3f}{ttt:>13}")
+        if sync:
+            bound = 1.0 / max(sync["rollout_s"], sync["train_s"])
+            lines.append(f"overlap bound (sync: rollout {sync['rollout_s']:.2f} s, train {sync['train_s']:.2f} s): "
+                         f"{bound:.3f} steps/s = {bound / sync['steps_per_s']:.2f}x sync")
+            for mode, r in by_mode.items():
+                if mode != "sync":
+                    lines.append(f"  {workload} {mode}: {r['steps_per_s'] / sync['steps_per_s']:.2f}x sync steps/s, "
+                                 f"{100 * r['steps_per_s'] / bound:.0f} % of the overlap bound")
+    return lines
+
+
+def plot(raw: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(raw), 2, figsize=(11, 3.6 * len(raw)), squeeze=False)
+    for row, (workload, by_mode) in enumerate(raw.items()):
+        for mode, runs in by_mode.items():
+            steps = runs[0]["steps"]
+            x = [s["step"] for s in steps]
+            axes[row][0].plot(x, [s["data"].get("reward_extra/acc/mean") for s in steps], marker="o", label=mode)
+            axes[row][1].plot(x[1:], [s["data"]["timing_s/step"] for s in steps[1:]], marker="o", label=mode)
+        axes[row][0].set_title(f"{workload}: trained-batch accuracy")
+        axes[row][1].set_title(f"{workload}: step time (s)")
+        for ax in axes[row]:
+            ax.set_xlabel("step")
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", default="demo,balanced")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--steps", type=int, default=11)
+    ap.add_argument("--repeats", type=int, default=1, help="runs per mode and workload (accuracy: mean over them)")
+    ap.add_argument("--target-acc", type=float, default=0.8)
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "trainer_modes"))
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides added to every run")
+    args = ap.parse_args(argv)
+    workloads, modes = args.workloads.split(","), args.modes.split(",")
+    for name in workloads + modes:
+        if name not in WORKLOADS and name not in MODES:
+            ap.error(f"unknown workload or mode {name!r}; accepted: {list(WORKLOADS)} and {list(MODES)}")
+    tiny = os.environ.get("VERL_ASCEND_TINY_DIR", str(Path.home() / ".cache" / "verl-ascend" / "tiny"))
+    subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", tiny], check=True, cwd=REPO,
+                   stdout=subprocess.DEVNULL)
+    out = Path(args.out)
+    raw: dict = {}
+    results: dict = {}
+    total, done = len(workloads) * len(modes) * args.repeats, 0
+    for workload in workloads:
+        for mode in modes:
+            runs = []
+            for rep in range(args.repeats):
+                done += 1
+                print(f"[{done}/{total}] {workload} / {mode} (run {rep + 1})", flush=True)
+                runs.append(run_once(mode, workload, args.steps, out / workload / mode / str(rep), tiny, args.overrides))
+            raw.setdefault(workload, {})[mode] = runs
+            results.setdefault(workload, {})[mode] = mean_of([summarize(r["steps"], args.target_acc) for r in runs])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    plot(raw, out / "trainer_modes.png")
+    for line in table(results):
+        print(line)
+    print(f"results: {out / 'results.json'}, plot: {out / 'trainer_modes.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""``benchmarks/trainer_modes.py``'s arithmetic on known per-step records: steady-state steps/s, the overlap
+bound measured on the sync run, staleness, accuracy over the last steps and the time to the target."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("trainer_modes_bench", REPO / "benchmarks" / "trainer_modes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _steps(step_s, gen_s, acc, stale=None):
+    out = []
+    for i, (s, g, a) in enumerate(zip(step_s, gen_s, acc)):
+        data = {"critic/score/mean": a, "reward_extra/acc/mean": a, "timing_s/step": s, "timing_s/gen": g,
+                "timing_s/update_weights": 0.1}
+        if stale is not None:
+            data["training/off_policy/trajectory_staleness/mean"] = stale[i]
+        out.append({"step": i + 1, "data": data})
+    return out
+
+
+def test_summary_of_one_run(bench):
+    steps = _steps([9.0, 2.0, 2.0, 2.0], [8.0, 1.5, 1.5, 1.5], [0.5, 0.7, 0.8, 0.9], stale=[0, 1, 0, 1])
+    s = bench.summarize(steps, target_acc=0.8)
+    assert s["steps_per_s"] == pytest.approx(3 / 6.0)  # step 1 (start-up) left out
+    assert s["rollout_s"] == 1.5 and s["train_s"] == 0.5 and s["weight_sync_s"] == 0.1
+    assert s["staleness"] == pytest.approx(2 / 3)
+    assert s["acc_last10"] == pytest.approx(0.725)
+    assert s["time_to_target_s"] == pytest.approx(15.0)  # the 3-step mean first reaches 0.8 at step 4
+
+
+def test_overlap_bound_and_ratios_are_printed_against_sync(bench):
+    sync = bench.summarize(_steps([5, 2, 2], [4, 1, 1], [0.5, 0.5, 0.5]), 0.8)  # rollout 1 s, train 1 s
+    fast = bench.summarize(_steps([5, 1.25, 1.25], [4, 0.2, 0.2], [0.5, 0.5, 0.5], stale=[0, 1, 1]), 0.8)
+    lines = bench.table({"balanced": {"sync": bench.mean_of([sync]), "separate_async": bench.mean_of([fast])}})
+    text = "\n".join(lines)
+    assert "overlap bound (sync: rollout 1.00 s, train 1.00 s): 1.000 steps/s = 2.00x sync" in text
+    assert "balanced separate_async: 1.60x sync steps/s, 80 % of the overlap bound" in text
+    assert bench.mean_of([sync, sync])["acc_last10_runs"] == [0.5, 0.5]
