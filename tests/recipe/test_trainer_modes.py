@@ -189,3 +189,27 @@ def test_progress_line_shows_staleness_and_weight_sync_in_the_async_modes():
     line = format_step({"step": 2, "data": {**base, "training/off_policy/trajectory_staleness/mean": 0.875,
                                              "training/off_policy/trajectory_staleness/max": 1}})
     assert "stale 0.88 (max 1) | weight sync 0.25s" in line
+
+
+def test_separate_async_rollout_pool_traces_are_checked_once_upstream_stops_them(monkeypatch):
+    """separate_async stops its rollout servers' profilers in on_step_end, after the step's own check:
+    the hook checks their traces right after upstream's ``_stop_rollout_profiling``."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    import recipe.dapo_ascend.trainer as trainer
+
+    calls = []
+    monkeypatch.setattr(PPOTrainer, "_stop_rollout_profiling", lambda self: calls.append("upstream"))
+
+    class Check:
+        def after_rollout_stop(self, step):
+            calls.append(("checked", step))
+            return []
+
+    obj = trainer.DAPOAscendSeparateAsync.__new__(trainer.DAPOAscendSeparateAsync)
+    obj.trace_check, obj.global_steps = Check(), 2
+    obj._stop_rollout_profiling()
+    assert calls == ["upstream", ("checked", 2)]
+    obj.trace_check, calls[:] = None, []
+    obj._stop_rollout_profiling()
+    assert calls == ["upstream"]
