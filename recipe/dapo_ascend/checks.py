@@ -40,10 +40,9 @@ def trainer_mode_supported(view: ConfigView) -> Iterator[Finding]:
     mode = str(view.get(modes.MODE_KEY, "sync"))
     if mode in modes.UPSTREAM_MODES:
         return
-    internal = mode in modes.REGISTRY.values()
-    why = (f"{mode!r} is the recipe's internal registry name for upstream's "
-           f"{[m for m, n in modes.REGISTRY.items() if n == mode][0]!r} mode; name upstream's mode instead"
-           if internal else f"{mode!r} is not a trainer mode the recipe runs")
+    upstream = {name: m for m, name in modes.REGISTRY.items()}.get(mode)
+    why = (f"{mode!r} is the recipe's internal registry name for upstream's {upstream!r} mode; name upstream's "
+           "mode instead" if upstream else f"{mode!r} is not a trainer mode the recipe runs")
     yield Finding("trainer_mode_supported", ERROR, f"{modes.MODE_KEY}={mode}: {why}", (modes.MODE_KEY,),
                   accepted=" | ".join(modes.UPSTREAM_MODES))
 
@@ -51,7 +50,7 @@ def trainer_mode_supported(view: ConfigView) -> Iterator[Finding]:
 def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
     """The recipe's rollout long-tail policy (recipe/dapo_ascend/rollout_tail): its settings in range
     (a declared section, ``rollout_tail/policy.py::TailPolicy``: ``config_types`` names a value out of
-    range), and it acts only in the ``dapo_ascend`` trainer; with carry-over, part of each trained batch
+    range), and it acts only in ``sync`` (the recipe's V1 trainer); with carry-over, part of each trained batch
     comes from last step's weights, which only rollout-correction importance weights account for in the loss.
 
     In the async modes upstream's own partial rollout carries unfinished responses across weight updates

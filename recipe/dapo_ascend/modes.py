@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, open_dict
 
-MODE_KEY = "trainer.v1.trainer_mode"
-UPSTREAM_MODES = ("sync", "colocate_async", "separate_async")
-ASYNC_MODES = ("colocate_async", "separate_async")
+from verl_ascend.checks.rules_async import COLOCATE, MODE as MODE_KEY, SEPARATE
+
+ASYNC_MODES = (COLOCATE, SEPARATE)
+UPSTREAM_MODES = ("sync", *ASYNC_MODES)
 # upstream's mode -> the recipe's trainer class for it, as registered with upstream's register_trainer
 REGISTRY = {"sync": "dapo_ascend", "colocate_async": "dapo_ascend.colocate_async",
             "separate_async": "dapo_ascend.separate_async"}

@@ -100,6 +100,8 @@ SEAMS: tuple[Seam, ...] = (
             "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync.on_step_end": "7ab4e59c4e052dfc",
             "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync._rollout_server_managers": "b1f332524829ab33",
             "verl.trainer.ppo.v1.replay_buffer:ReplayBufferAsync.sample": "f17ba512b705024c",
+            # overridden by DAPOAscendHooks: the trace check follows it (separate_async's rollout pool)
+            "verl.trainer.ppo.v1.trainer_base:PPOTrainer._stop_rollout_profiling": "13b9becfdb3e7d26",
         },
         removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.add_callback"),),
     ),

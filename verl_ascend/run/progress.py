@@ -42,7 +42,7 @@ def format_step(record: dict, total_steps: int | None = None) -> str:
         parts.append(
             f"cut {m.get('rollout_tail/aborted_requests', 0):.0f} req, carried {m.get('rollout_tail/carried_tokens', 0):.0f} tok"
         )
-    if "training/off_policy/trajectory_staleness/mean" in m:  # the async modes: weight versions behind
+    if "training/off_policy/trajectory_staleness/mean" in m:  # upstream's V1 trainer (0 in sync): weight versions behind
         parts.append(f"stale {m['training/off_policy/trajectory_staleness/mean']:.2f}"
                      f" (max {get('training/off_policy/trajectory_staleness/max'):.0f})")
         if "timing_s/update_weights" in m:
