@@ -227,16 +227,19 @@ SEAMS: tuple[Seam, ...] = (
         id="recipe_sole_server_client",
         kind="private-override",
         target=(
-            "verl.workers.rollout.llm_server.LLMServerClient._acquire_server and _release_server, overridden by "
-            "recipe.dapo_ascend.sole_server.SoleServerClient; LLMServerManager.server_handles read (verl==0.9.1)"
+            "verl.workers.rollout.llm_server.LLMServerClient._acquire_server and _release_server (and "
+            "FullyAsyncLLMServerClient's, the async modes' partial-rollout client), overridden by "
+            "recipe.dapo_ascend.sole_server.SoleServerClient and SoleFullyAsyncServerClient; "
+            "LLMServerManager.server_handles read (verl==0.9.1)"
         ),
         why=(
             "With one rollout server, upstream's client still asks the load-balancer actor for it and releases it "
             "with two Ray calls per sample; on 2 CPU cores they were a tenth of the agent loop's time."
         ),
         switched_on=(
-            "DAPOAscendTrainer.get_llm_client: exactly one rollout server, no rollout.router_config_path, "
-            "trainer.v1.dapo_ascend.rollout_tail off."
+            "DAPOAscendHooks.get_llm_client: exactly one rollout server, no rollout.router_config_path, "
+            "trainer.v1.dapo_ascend.rollout_tail off (sync); in the async modes one server in the mode's pool "
+            "and, in separate_async, trainer.v1.separate_async.hybrid_rollout.enable_switch off."
         ),
         upstream_fix="None filed yet: LLMServerClient skipping the balancer when the registry holds one server.",
         remove_when="upstream's client routes a single server without the balancer.",
@@ -248,6 +251,10 @@ SEAMS: tuple[Seam, ...] = (
             "verl.workers.rollout.llm_server:LLMServerClient.generate#_acquire_server": "970717c5fa88a770",
             "verl.workers.rollout.llm_server:LLMServerManager._initialize_llm_servers#self.server_handles": "237f299dd29044f3",
             "verl.workers.rollout.llm_server:LLMServerManager.get_client": "135a594f4af2f7d7",
+            "verl.workers.rollout.llm_server:FullyAsyncLLMServerClient._acquire_server": "69fdd1f51f9c116f",
+            "verl.workers.rollout.llm_server:FullyAsyncLLMServerClient.generate#super().generate": "73165ce3ec0692b7",
+            "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync.get_llm_client": "daeede45c8761630",
+            "verl.trainer.ppo.v1.trainer_colocate_async:PPOTrainerColocateAsync.get_llm_client": "0cf6b9952bac81d0",
         },
         removable_if=(HasAttr("verl.workers.rollout.llm_server:LLMServerClient.sole_server"),),
     ),

@@ -9,19 +9,28 @@ time, and the balancer a process of its own competing for the same cores.
 knows the servers it built. The trainer uses it only when there is exactly one server, no
 router of the user's (``rollout.router_config_path``) and the long-tail policy, which routes
 by outstanding tokens, is off; otherwise upstream's client is used unchanged.
+
+The async trainer modes use upstream's partial-rollout client (``FullyAsyncLLMServerClient``: a
+request aborted by a weight update is resumed on the new weights), which asks the balancer the
+same way on every attempt; ``SoleFullyAsyncServerClient`` is that client with the same choice made
+once. In ``separate_async`` the one server is the rollout pool's, and only while upstream never
+lends the trainer's own replicas to the balancer (``hybrid_rollout.enable_switch`` off): then the
+balancer holds that one server from the first step on, so routing is unchanged.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from verl.workers.rollout.llm_server import LLMServerClient
+from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient, LLMServerClient
 
 
-class SoleServerClient(LLMServerClient):
+class _SoleServer:
+    """The two balancer calls of upstream's client, answered with the one server it was given."""
+
     def __init__(self, config, load_balancer_handle=None, server: Optional[tuple[str, Any]] = None, **kwargs):
         if server is None:
-            raise ValueError("SoleServerClient needs server=(address, handle) of the one rollout server")
+            raise ValueError(f"{type(self).__name__} needs server=(address, handle) of the one rollout server")
         super().__init__(config=config, load_balancer_handle=load_balancer_handle, **kwargs)
         self._sole = tuple(server)
 
@@ -30,6 +39,14 @@ class SoleServerClient(LLMServerClient):
 
     def _release_server(self, server_id: str, request_id: str | None = None) -> None:
         return None
+
+
+class SoleServerClient(_SoleServer, LLMServerClient):
+    """Upstream's client (sync mode) without the balancer."""
+
+
+class SoleFullyAsyncServerClient(_SoleServer, FullyAsyncLLMServerClient):
+    """Upstream's partial-rollout client (async modes) without the balancer; resumes as upstream's does."""
 
 
 def sole_server(manager, config) -> Optional[tuple[str, Any]]:

@@ -19,7 +19,8 @@ shipped and the hooks below add the recipe's components. It changes no algorithm
   reward handle that scores rule-based rewards in their own process (``local_reward.py``)
   instead of a Ray call per sample to a reward actor, and builds no reward actors;
 - with one rollout server (and the tail policy off), the agent loops send requests straight to
-  it (``sole_server.py``) instead of asking the load-balancer actor twice per sample;
+  it (``sole_server.py``) instead of asking the load-balancer actor twice per sample, in the async
+  modes through upstream's partial-rollout client;
 - per step, where the sampling phase (``timing_s/gen``) went: each rollout's generation and
   scoring time from the agent loop's own per-sample metrics (``agent_loop/generate_sequences``
   and ``agent_loop/compute_score``, mean and max); the rest of ``gen`` is the replay buffer
@@ -64,7 +65,7 @@ from recipe.dapo_ascend.local_reward import InProcessRewardHandle, check_in_proc
 from recipe.dapo_ascend.options import DapoAscendOptions
 from recipe.dapo_ascend.rollout_tail.accounting import consumption_metrics
 from recipe.dapo_ascend.rollout_tail.component import RolloutTail
-from recipe.dapo_ascend.sole_server import SoleServerClient, sole_server
+from recipe.dapo_ascend.sole_server import SoleFullyAsyncServerClient, SoleServerClient, sole_server
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class DAPOAscendHooks(PPOTrainer):
 
     def get_llm_client(self):
         if self.MODE != "sync":  # upstream's partial-rollout client (abort, resume on new weights)
-            return super().get_llm_client()
+            return self._partial_rollout_client()
         client_cls = self.rollout_tail.client_cls()
         if client_cls is not None:
             return self.llm_server_manager.get_client(client_cls=client_cls)
@@ -182,6 +183,19 @@ class DAPOAscendHooks(PPOTrainer):
         if server is None:
             return super().get_llm_client()
         return self.llm_server_manager.get_client(client_cls=SoleServerClient, server=server)
+
+    def _partial_rollout_client(self):
+        """Upstream's partial-rollout client of the mode, without the balancer when one server serves it.
+
+        ``separate_async`` samples from its rollout pool; the trainer's own replicas join the balancer
+        only before the first step, or with ``hybrid_rollout.enable_switch`` (then upstream's client).
+        """
+        manager = getattr(self, "standalone_server_manager", None) or self.llm_server_manager
+        switching = self.MODE == "separate_async" and self.hybrid_rollout_config.enable_switch
+        server = None if switching else sole_server(manager, self.config)
+        if server is None:
+            return super().get_llm_client()
+        return manager.get_client(client_cls=SoleFullyAsyncServerClient, server=server)
 
     def _load_checkpoint(self):
         # The entry point decided, before Ray, that this resume is on new data

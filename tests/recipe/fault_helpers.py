@@ -78,8 +78,19 @@ def vllm_env(env: dict) -> dict:
 
 
 def session_processes(sid: int) -> list[psutil.Process]:
+    """The processes of the run's session ``sid`` (the driver's PID, a session leader by ``start_new_session``).
+
+    Never the test runner's own session, nor the runner and its ancestors: a driver that has been reaped frees
+    its PID, and on a machine whose PIDs wrap (``pid_max`` 32768, some 40 Ray launches an e2e pass) a stale
+    ``sid`` must not match the session that runs ``make`` and pytest.
+    """
+    if sid == os.getsid(0):
+        return []
+    keep = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
     found = []
     for proc in psutil.process_iter():
+        if proc.pid in keep:
+            continue
         try:
             if os.getsid(proc.pid) == sid:
                 found.append(proc)

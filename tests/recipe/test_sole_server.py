@@ -7,7 +7,9 @@ import asyncio
 import pytest
 from omegaconf import OmegaConf
 
-from recipe.dapo_ascend.sole_server import SoleServerClient, sole_server
+from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient
+
+from recipe.dapo_ascend.sole_server import SoleFullyAsyncServerClient, SoleServerClient, sole_server
 
 
 class _Manager:
@@ -34,13 +36,45 @@ def test_a_router_of_the_users_keeps_upstreams_balancer():
     assert sole_server(_Manager(1), _config(router="/tmp/router.yaml")) is None
 
 
-def test_client_returns_the_server_without_a_balancer():
+@pytest.mark.parametrize("client_cls", [SoleServerClient, SoleFullyAsyncServerClient])
+def test_client_returns_the_server_without_a_balancer(client_cls):
     server = ("10.0.0.1:8000", object())
-    client = SoleServerClient(config=_config(), load_balancer_handle=None, server=server)
+    client = client_cls(config=_config(), load_balancer_handle=None, server=server)
     assert asyncio.run(client._acquire_server("req-1", prompt_ids=[1, 2])) == server
     assert client._release_server(server[0], request_id="req-1") is None  # nothing to tell anyone
 
 
-def test_client_without_a_server_says_what_it_needs():
-    with pytest.raises(ValueError, match=r"server=\(address, handle\)"):
-        SoleServerClient(config=_config(), load_balancer_handle=None)
+@pytest.mark.parametrize("client_cls", [SoleServerClient, SoleFullyAsyncServerClient])
+def test_client_without_a_server_says_what_it_needs(client_cls):
+    with pytest.raises(ValueError, match=client_cls.__name__ + r" needs server=\(address, handle\)"):
+        client_cls(config=_config(), load_balancer_handle=None)
+
+
+class _FakeServer:
+    """A rollout server that aborts the first attempt after one token, as a weight update does."""
+
+    def __init__(self):
+        self.prompts = []
+        self.generate = self
+
+    async def remote(self, *, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(list(prompt_ids))
+        aborted = len(self.prompts) == 1
+        token = 7 if aborted else 9
+        return TokenOutput(token_ids=[token], log_probs=[-0.5], stop_reason="aborted" if aborted else "completed",
+                           extra_fields={"global_steps": len(self.prompts)})
+
+
+def test_partial_rollout_client_resumes_an_aborted_request_on_the_same_server():
+    """Upstream's resume loop runs unchanged: the second attempt carries the tokens of the first."""
+    assert issubclass(SoleFullyAsyncServerClient, FullyAsyncLLMServerClient)
+    server = _FakeServer()
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"router_config_path": None, "response_length": 4,
+                                                                   "name": "hf"}}})
+    client = SoleFullyAsyncServerClient(config=config, load_balancer_handle=None, server=("10.0.0.1:8000", server))
+    out = asyncio.run(client.generate("req-1", prompt_ids=[1, 2], sampling_params={}))
+    assert server.prompts == [[1, 2], [1, 2, 7]]
+    assert out.token_ids == [7, 9] and out.extra_fields["min_global_steps"] == 1
+    assert out.extra_fields["max_global_steps"] == 2

@@ -107,22 +107,42 @@ def test_async_modes_keep_upstreams_async_buffer_with_the_recipes_poll_interval_
     assert type(sync) is TailMeter and sync.poll_interval == 0.02
 
 
-def test_async_modes_use_upstreams_partial_rollout_client(monkeypatch):
-    """The sole-server shortcut (sync only) would bypass FullyAsyncLLMServerClient's abort/resume."""
+class _Manager:
+    """An LLMServerManager's addresses, handles and client factory (what get_llm_client reads)."""
+
+    def __init__(self, n):
+        self.server_addresses = [f"127.0.0.1:80{i}" for i in range(n)]
+        self.server_handles = [object() for _ in range(n)]
+
+    def get_client(self, client_cls=None, **kwargs):
+        return client_cls, kwargs
+
+
+@pytest.mark.parametrize("mode,cls_name,pool", [("colocate_async", "DAPOAscendColocateAsync", "llm_server_manager"),
+                                                ("separate_async", "DAPOAscendSeparateAsync",
+                                                 "standalone_server_manager")])
+def test_async_modes_keep_upstreams_partial_rollout_client_and_skip_the_balancer_for_one_server(mode, cls_name, pool):
+    """Upstream's abort/resume client (FullyAsyncLLMServerClient) in both async modes; with one server in the
+    mode's rollout pool the recipe's subclass of it skips the balancer, otherwise upstream's class as is."""
+    from verl.trainer.config import HybridRolloutSwitchConfig
     from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient
 
     import recipe.dapo_ascend.trainer as trainer
+    from recipe.dapo_ascend.sole_server import SoleFullyAsyncServerClient
 
-    class Manager:
-        rollout_replicas = [object()]
+    def client(n_servers, enable_switch=False):
+        obj = _bare(getattr(trainer, cls_name), compose("dapo_demo_cpu", [f"trainer.v1.trainer_mode={mode}"]))
+        obj.llm_server_manager = _Manager(1)  # separate_async: the trainer's own (hybrid) replicas
+        setattr(obj, pool, _Manager(n_servers))
+        obj.hybrid_rollout_config = HybridRolloutSwitchConfig(enable_switch=enable_switch)
+        return obj.get_llm_client(), getattr(obj, pool)
 
-        def get_client(self, client_cls=None, **kwargs):
-            return client_cls
-
-    config = compose("dapo_demo_cpu", ["trainer.v1.trainer_mode=colocate_async"])
-    obj = _bare(trainer.DAPOAscendColocateAsync, config)
-    obj.llm_server_manager = Manager()
-    assert obj.get_llm_client() is FullyAsyncLLMServerClient
+    (cls, kwargs), manager = client(1)
+    assert cls is SoleFullyAsyncServerClient and issubclass(cls, FullyAsyncLLMServerClient)
+    assert kwargs["server"] == (manager.server_addresses[0], manager.server_handles[0])  # the mode's pool
+    assert client(2)[0] == (FullyAsyncLLMServerClient, {})
+    if mode == "separate_async":  # the trainer's replicas join the balancer between steps: upstream's routing
+        assert client(1, enable_switch=True)[0] == (FullyAsyncLLMServerClient, {})
 
 
 # -- refused before Ray, naming the key ---------------------------------------------------------------

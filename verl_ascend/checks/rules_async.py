@@ -18,6 +18,9 @@ the keys and their values:
 - ``separate_async_hybrid_switch``: ``hybrid_rollout.enable_switch`` with rollout disaggregation
   (upstream's ``ValueError``), and with ``hybrid_engine=false`` (upstream switches it off with a log line);
 - ``hybrid_engine_off``: ``actor_rollout_ref.hybrid_engine=false`` is read by ``separate_async`` only;
+- ``separate_async_hybrid_off_crash``: in ``separate_async`` that same key stops upstream's own ``_setup``
+  inside Ray where upstream's source logs with ``logger.info(..., flush=True)`` (verl 0.9.1: ``TypeError``);
+  read from the installed source, so the refusal ends when upstream drops the keyword;
 - ``checkpoint_engine_unknown``: a backend name upstream's ``CheckpointEngineRegistry`` does not know
   (read from upstream's source: the ``@CheckpointEngineRegistry.register("...")`` decorators), without
   ``custom_backend_module``; ``hccl`` gets the hint that upstream's HCCL engine registers as ``nccl``;
@@ -243,6 +246,45 @@ def hybrid_engine_off(view: ConfigView) -> Iterator[Finding]:
     )
 
 
+SEPARATE_ASYNC_SOURCE = "trainer/ppo/v1/trainer_separate_async.py"
+
+
+@functools.lru_cache(maxsize=1)
+def separate_async_setup_logs_with_flush() -> bool:
+    """Whether upstream's ``PPOTrainerSeparateAsync._setup`` passes ``flush=`` to a logger call.
+
+    ``logging.Logger`` accepts no such keyword: the call raises ``TypeError``. In verl 0.9.1 it sits in the
+    branch taken with ``actor_rollout_ref.hybrid_engine=false``, after the pools and the model have started.
+    """
+    path = upstream_path(SEPARATE_ASYNC_SOURCE)
+    if path is None:
+        return False
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name == "_setup":
+            return any(isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                       and isinstance(call.func.value, ast.Name) and call.func.value.id == "logger"
+                       and any(k.arg == "flush" for k in call.keywords) for call in ast.walk(node))
+    return False
+
+
+def separate_async_hybrid_off_crash(view: ConfigView) -> Iterator[Finding]:
+    """``hybrid_engine=false`` in ``separate_async`` where upstream's ``_setup`` would die on its own log line."""
+    if mode_of(view) != SEPARATE or view.get_bool("actor_rollout_ref.hybrid_engine", True):
+        return
+    if not separate_async_setup_logs_with_flush():
+        return
+    yield Finding(
+        "separate_async_hybrid_off_crash", ERROR,
+        f"actor_rollout_ref.hybrid_engine=false with {MODE}='separate_async': the installed upstream's "
+        f"PPOTrainerSeparateAsync._setup (verl/{SEPARATE_ASYNC_SOURCE}) then logs with logger.info(..., flush=True), "
+        "which Python's logging refuses (TypeError: Logger._log() got an unexpected keyword argument 'flush') "
+        "after Ray, the pools and the model have started",
+        ("actor_rollout_ref.hybrid_engine", MODE),
+        accepted="actor_rollout_ref.hybrid_engine=true (upstream's default: the trainer pool's replicas serve only "
+                 "before the first step unless trainer.v1.separate_async.hybrid_rollout.enable_switch=true)",
+    )
+
+
 def warmup_batches_range(view: ConfigView) -> Iterator[Finding]:
     """``num_warmup_batches`` of the async modes: a number >= 0 (prompts added before the first step)."""
     mode = mode_of(view)
@@ -341,11 +383,12 @@ def checkpoint_engine_unknown(view: ConfigView) -> Iterator[Finding]:
 
 
 for _rule in (separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_engine,
-              separate_async_reward_model, separate_async_hybrid_switch, checkpoint_engine_unknown):
+              separate_async_reward_model, separate_async_hybrid_switch, separate_async_hybrid_off_crash,
+              checkpoint_engine_unknown):
     tag(_rule, launch=True)  # upstream would refuse these inside Ray: VERL_ASCEND_DOCTOR=0 keeps them
 
 RULES = (
     separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_engine,
-    separate_async_reward_model, separate_async_hybrid_switch, hybrid_engine_off, warmup_batches_range,
-    checkpoint_engine_unknown,
+    separate_async_reward_model, separate_async_hybrid_switch, separate_async_hybrid_off_crash, hybrid_engine_off,
+    warmup_batches_range, checkpoint_engine_unknown,
 )

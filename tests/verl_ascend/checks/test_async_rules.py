@@ -115,6 +115,36 @@ def test_hybrid_engine_off_outside_separate_async_is_a_warning():
     assert findings("dapo_qwen25_32b_npu", [*SEPARATE, "actor_rollout_ref.hybrid_engine=false"], "hybrid_engine_off") == []
 
 
+def test_hybrid_engine_off_in_separate_async_is_refused_while_upstreams_setup_would_crash(tmp_path, monkeypatch):
+    """verl 0.9.1's _setup logs with logger.info(..., flush=True) in the hybrid_engine=false branch: the rule
+    reads that from the installed source, and goes quiet for a source without the keyword."""
+    import logging
+
+    source = rules_async.upstream_path(rules_async.SEPARATE_ASYNC_SOURCE).read_text()
+    assert "flush=True" in source  # what the refusal is about, in the installed upstream
+    shown = logging.getLogger("verl_ascend.test.flush")
+    shown.setLevel(logging.INFO)  # upstream's module logger logs INFO (VERL_LOGGING_LEVEL default)
+    with pytest.raises(TypeError, match="flush"):
+        shown.info("x", flush=True)
+    off = [*SEPARATE, "actor_rollout_ref.hybrid_engine=false"]
+    (finding,) = findings("dapo_qwen25_32b_npu", off, "separate_async_hybrid_off_crash")
+    assert finding.severity == "error" and "actor_rollout_ref.hybrid_engine" in finding.keys
+    assert "TypeError" in finding.message and "hybrid_engine=true" in finding.accepted
+    assert findings("dapo_qwen25_32b_npu", SEPARATE, "separate_async_hybrid_off_crash") == []
+    assert findings("dapo_qwen25_32b_npu", ["actor_rollout_ref.hybrid_engine=false"],
+                    "separate_async_hybrid_off_crash") == []
+
+    fixed = tmp_path / rules_async.SEPARATE_ASYNC_SOURCE
+    fixed.parent.mkdir(parents=True)
+    fixed.write_text(source.replace("flush=True,", ""))
+    monkeypatch.setattr(rules_async, "upstream_path", lambda rel: tmp_path / rel)
+    rules_async.separate_async_setup_logs_with_flush.cache_clear()
+    try:
+        assert findings("dapo_qwen25_32b_npu", off, "separate_async_hybrid_off_crash") == []
+    finally:
+        rules_async.separate_async_setup_logs_with_flush.cache_clear()
+
+
 def test_warmup_batches_below_zero_are_refused():
     (finding,) = findings("dapo_qwen25_32b_npu", [*SEPARATE, "trainer.v1.separate_async.num_warmup_batches=-1"],
                           "warmup_batches_range")
