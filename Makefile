@@ -57,8 +57,13 @@ test: $(STAMP) $(VLLM_STAMP)
 	$(RUN_PYTEST) -m "not e2e" tests --ignore=tests/npu
 	$(RUN_PYTEST) -m "not e2e" tests/npu
 
+# Two test files at a time: a tiny run keeps about one of the two cores busy (start-up, polls, Ray's
+# waits), and two Ray clusters side by side fit the machine; --dist loadfile keeps each file's
+# module-scoped runs in one worker.
+E2E_WORKERS ?= 2
+
 test-e2e: $(STAMP) $(VLLM_STAMP)
-	$(RUN_PYTEST) -m e2e tests --ignore=tests/npu
+	$(RUN_PYTEST) -m e2e -n $(E2E_WORKERS) --dist loadfile tests --ignore=tests/npu
 	$(RUN_PYTEST) -m e2e tests/npu
 
 clean:
