@@ -14,8 +14,10 @@ The async trainer modes use upstream's partial-rollout client (``FullyAsyncLLMSe
 request aborted by a weight update is resumed on the new weights), which asks the balancer the
 same way on every attempt; ``SoleFullyAsyncServerClient`` is that client with the same choice made
 once. In ``separate_async`` the one server is the rollout pool's, and only while upstream never
-lends the trainer's own replicas to the balancer (``hybrid_rollout.enable_switch`` off): then the
-balancer holds that one server from the first step on, so routing is unchanged.
+lends the trainer's own replicas to the balancer between steps (``hybrid_rollout.enable_switch``
+off). From the first step on the balancer then holds that one server, so routing is unchanged; the
+warm-up prompts submitted before it, which upstream's balancer would share with the trainer's
+replicas and abort there at step 1, go to the pool's server from the start.
 """
 
 from __future__ import annotations
