@@ -212,3 +212,42 @@ def test_requests_admitted_mid_batch_join_it_with_exact_numerics(model):
     # The same seeds give the same tokens when run alone (admission changes nothing numerically).
     alone = eng.generate([GenerationRequest("b", PROMPTS[1], SamplingSpec(max_new_tokens=6, ignore_eos=True, seed=2))])
     assert alone[0].token_ids == results[1].token_ids
+
+
+def test_cache_shrinks_to_the_live_rows_when_a_long_row_leaves(model):
+    """A request admitted into a running batch is left-padded to the batch's width; once the rows
+    that set that width finish, decode steps attend over the live row's own tokens only (as vLLM's
+    paged cache does), with unchanged numerics."""
+    eng = engine(model, eos=())
+    widths = []
+    inner = eng.model.forward
+
+    def recording_forward(*args, **kwargs):
+        widths.append(kwargs["attention_mask"].shape[1])
+        return inner(*args, **kwargs)
+
+    long_prompt = PROMPTS[2] + [5] * 14  # 20 tokens
+    first = [GenerationRequest("long", long_prompt, SamplingSpec(max_new_tokens=4, ignore_eos=True, seed=1))]
+    polls = []
+
+    def admit(active: int):
+        polls.append(active)
+        if len(polls) == 2:  # arrives while "long" decodes its 2nd token
+            return [GenerationRequest("short", PROMPTS[1], SamplingSpec(max_new_tokens=12, ignore_eos=True, seed=2))]
+        return []
+
+    eng.model.forward = recording_forward
+    try:
+        results = eng.generate(first, admit=admit)
+    finally:
+        eng.model.forward = inner
+    short = results[1]
+    assert len(short.token_ids) == 12
+    # The last decode step sees the short row's 3 prompt tokens + 11 generated ones, not the
+    # 20-token prompt's width it was padded to while "long" was in the batch.
+    assert widths[-1] == len(PROMPTS[1]) + 11
+    assert max(widths) > len(long_prompt)
+    ref = reference_logprobs(model, PROMPTS[1], short.token_ids, 1.0)
+    assert max(abs(x - y) for x, y in zip(short.log_probs, ref)) < 1e-4
+    again = GenerationRequest("short", PROMPTS[1], SamplingSpec(max_new_tokens=12, ignore_eos=True, seed=2))
+    assert eng.generate([again])[0].token_ids == short.token_ids
