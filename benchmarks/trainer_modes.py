@@ -1,14 +1,20 @@
 """The same DAPO workload through each of upstream's trainer modes, side by side, in one invocation.
 
-Each run is ``python -m recipe.dapo_ascend.main_dapo --config-name dapo_demo_cpu
+Each run is ``python -m recipe.dapo_ascend.main_dapo --config-name <workload's config>
 trainer.v1.trainer_mode=<mode>`` in a fresh output directory (the recipe's trainer in upstream's class
 for the mode; the CPU platform fills in separate_async's rollout pool and gloo weight-sync engine).
 Workloads (``--workloads``):
 
 - ``demo``: the demo as shipped (DAPO: dynamic sampling, overlong shaping; 8 prompts x 16 samples);
   its synchronous step is mostly rollout;
-- ``balanced``: the demo with dynamic sampling off and ``ppo_epochs=3``, where synchronous rollout
-  and training take comparable time, the case where overlapping them pays most.
+- ``balanced``: synchronous rollout and training take comparable time, the case where overlapping
+  them pays most. The tail benchmark's 12-layer model on the ``steady`` assets (tiny/assets.py
+  ``STEADY``: every answer runs to the 256-token limit), 4 prompts x 8 samples, two PPO epochs,
+  no dynamic sampling, the rollout's log-probs as the old policy's (``bypass_mode``). A step's cost
+  is the model's decoding and training, as on an accelerator, not per-sample bookkeeping;
+- ``many_short``: the demo with dynamic sampling off and ``ppo_epochs=3``: also balanced, but with
+  128 two-token responses a step, so per-sample bookkeeping (agent loop, TransferQueue, Ray) is
+  most of the rollout's CPU and competes with training for the same 2 cores.
 
 Per run, from the metrics file (steps 2..N; step 1 carries the start-up): steps/s, and per step the
 rollout time (``timing_s/gen``: the sampling phase; in the async modes it is the trainer's *wait* for
@@ -39,26 +45,48 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = ("sync", "colocate_async", "separate_async")
+# workload -> (config, tiny assets workload, overrides)
 WORKLOADS = {
-    "demo": [],
-    "balanced": ["algorithm.filter_groups.enable=false", "actor_rollout_ref.actor.ppo_epochs=3"],
+    "demo": ("dapo_demo_cpu", "first_digit", []),
+    "balanced": ("dapo_tail_cpu", "steady", [
+        "algorithm.filter_groups.enable=false",
+        "data.max_response_length=256",
+        "actor_rollout_ref.actor.ppo_epochs=2",
+        "algorithm.rollout_correction.bypass_mode=true",
+        "trainer.v1.dapo_ascend.reward_in_agent_loop=true",
+        "trainer.v1.dapo_ascend.poll_interval_s=0.02",
+    ]),
+    "many_short": ("dapo_demo_cpu", "first_digit",
+                   ["algorithm.filter_groups.enable=false", "actor_rollout_ref.actor.ppo_epochs=3"]),
 }
 
 
-def run_once(mode: str, workload: str, steps: int, out: Path, tiny: str, extra: list[str]) -> dict:
+def assets(kind: str, tiny: str) -> str:
+    """Build (or reuse) one kind of tiny assets (tiny/assets.py ``--workload``); returns their root."""
+    root = tiny if kind == "first_digit" else str(Path(tiny).parent / f"tiny_{kind}")
+    subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", root, "--workload", kind],
+                   check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    return root
+
+
+def run_once(mode: str, workload: str, steps: int, out: Path, roots: dict, extra: list[str]) -> dict:
     """One training run; returns its per-step records (``step``, ``data``) and wall time."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "VERL_ASCEND_TINY_DIR": tiny, "VERL_ASCEND_OUTPUT_DIR": str(out), "PYTHONUNBUFFERED": "1"}
+    # dapo_tail_cpu reads its assets from $VERL_ASCEND_TAIL_DIR, the demo configs from $VERL_ASCEND_TINY_DIR.
+    env = {**os.environ, "VERL_ASCEND_TINY_DIR": roots["first_digit"],
+           "VERL_ASCEND_TAIL_DIR": roots[WORKLOADS[workload][1]], "VERL_ASCEND_OUTPUT_DIR": str(out),
+           "PYTHONUNBUFFERED": "1"}
     env.pop("VERL_FILE_LOGGER_PATH", None)
-    args = [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", "dapo_demo_cpu",
-            f"trainer.v1.trainer_mode={mode}", f"trainer.total_training_steps={steps}", *WORKLOADS[workload], *extra]
+    config, _, overrides = WORKLOADS[workload]
+    args = [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", config,
+            f"trainer.v1.trainer_mode={mode}", f"trainer.total_training_steps={steps}", *overrides, *extra]
     started = time.monotonic()
     with open(out / "run.log", "w") as log:
         code = subprocess.run(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
     wall = time.monotonic() - started
     if code != 0:
         raise SystemExit(f"{mode}/{workload} exited {code}; see {out / 'run.log'}")
-    metrics = out / "dapo_tiny_cpu" / "metrics.jsonl"
+    metrics = next(out.glob("*/metrics.jsonl"))  # <experiment_name>/metrics.jsonl
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     return {"steps": [r for r in records if "critic/score/mean" in r.get("data", {})], "wall_s": wall}
 
@@ -81,6 +109,8 @@ def summarize(steps: list[dict], target_acc: float) -> dict:
         "steps_per_s": len(step_s) / sum(step_s),
         "rollout_s": statistics.median(gen),
         "train_s": statistics.median([s - g for s, g in zip(step_s, gen)]),
+        # The actor's update alone: in the async modes it runs beside the rollout on the same cores.
+        "update_s": statistics.median([d.get("timing_s/update_actor", 0.0) for d in steady]),
         "weight_sync_s": statistics.median([d.get("timing_s/update_weights", 0.0) for d in steady]),
         "staleness": statistics.mean(stale) if stale else 0.0,
         "acc_last10": statistics.mean(acc[-10:]),
@@ -103,12 +133,12 @@ def table(results: dict) -> list[str]:
     for workload, by_mode in results.items():
         sync = by_mode.get("sync")
         lines.append(f"== {workload} ==")
-        lines.append(f"{'mode':16}{'steps/s':>9}{'rollout s':>11}{'train s':>9}{'wsync s':>9}{'stale':>7}"
-                     f"{'acc@10':>8}{'to target s':>13}")
+        lines.append(f"{'mode':16}{'steps/s':>9}{'rollout s':>11}{'train s':>9}{'update s':>10}{'wsync s':>9}"
+                     f"{'stale':>7}{'acc@10':>8}{'to target s':>13}")
         for mode, r in by_mode.items():
             ttt = f"{r['time_to_target_s']:.1f}" if r["time_to_target_s"] is not None else "-"
             lines.append(f"{mode:16}{r['steps_per_s']:9.3f}{r['rollout_s']:11.2f}{r['train_s']:9.2f}"
-                         f"{r['weight_sync_s']:9.3f}{r['staleness']:7.2f}{r['acc_last10']:8.3f}{ttt:>13}")
+                         f"{r['update_s']:10.2f}{r['weight_sync_s']:9.3f}{r['staleness']:7.2f}{r['acc_last10']:8.3f}{ttt:>13}")
         if sync:
             bound = 1.0 / max(sync["rollout_s"], sync["train_s"])
             lines.append(f"overlap bound (sync: rollout {sync['rollout_s']:.2f} s, train {sync['train_s']:.2f} s): "
@@ -157,8 +187,7 @@ def main(argv=None) -> int:
         if name not in WORKLOADS and name not in MODES:
             ap.error(f"unknown workload or mode {name!r}; accepted: {list(WORKLOADS)} and {list(MODES)}")
     tiny = os.environ.get("VERL_ASCEND_TINY_DIR", str(Path.home() / ".cache" / "verl-ascend" / "tiny"))
-    subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", tiny], check=True, cwd=REPO,
-                   stdout=subprocess.DEVNULL)
+    roots = {kind: assets(kind, tiny) for kind in {"first_digit"} | {WORKLOADS[w][1] for w in workloads}}
     out = Path(args.out)
     raw: dict = {}
     results: dict = {}
@@ -169,7 +198,8 @@ def main(argv=None) -> int:
             for rep in range(args.repeats):
                 done += 1
                 print(f"[{done}/{total}] {workload} / {mode} (run {rep + 1})", flush=True)
-                runs.append(run_once(mode, workload, args.steps, out / workload / mode / str(rep), tiny, args.overrides))
+                runs.append(run_once(mode, workload, args.steps, out / workload / mode / str(rep), roots,
+                                     args.overrides))
             raw.setdefault(workload, {})[mode] = runs
             results.setdefault(workload, {})[mode] = mean_of([summarize(r["steps"], args.target_acc) for r in runs])
     out.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ def _steps(step_s, gen_s, acc, stale=None):
     out = []
     for i, (s, g, a) in enumerate(zip(step_s, gen_s, acc)):
         data = {"critic/score/mean": a, "reward_extra/acc/mean": a, "timing_s/step": s, "timing_s/gen": g,
-                "timing_s/update_weights": 0.1}
+                "timing_s/update_weights": 0.1, "timing_s/update_actor": 0.3}
         if stale is not None:
             data["training/off_policy/trajectory_staleness/mean"] = stale[i]
         out.append({"step": i + 1, "data": data})
@@ -34,7 +34,7 @@ def test_summary_of_one_run(bench):
     steps = _steps([9.0, 2.0, 2.0, 2.0], [8.0, 1.5, 1.5, 1.5], [0.5, 0.7, 0.8, 0.9], stale=[0, 1, 0, 1])
     s = bench.summarize(steps, target_acc=0.8)
     assert s["steps_per_s"] == pytest.approx(3 / 6.0)  # step 1 (start-up) left out
-    assert s["rollout_s"] == 1.5 and s["train_s"] == 0.5 and s["weight_sync_s"] == 0.1
+    assert s["rollout_s"] == 1.5 and s["train_s"] == 0.5 and s["weight_sync_s"] == 0.1 and s["update_s"] == 0.3
     assert s["staleness"] == pytest.approx(2 / 3)
     assert s["acc_last10"] == pytest.approx(0.725)
     assert s["time_to_target_s"] == pytest.approx(15.0)  # the 3-step mean first reaches 0.8 at step 4
@@ -48,3 +48,29 @@ def test_overlap_bound_and_ratios_are_printed_against_sync(bench):
     assert "overlap bound (sync: rollout 1.00 s, train 1.00 s): 1.000 steps/s = 2.00x sync" in text
     assert "balanced separate_async: 1.60x sync steps/s, 80 % of the overlap bound" in text
     assert bench.mean_of([sync, sync])["acc_last10_runs"] == [0.5, 0.5]
+
+
+def test_balanced_workload_answers_run_to_the_length_limit(tmp_path):
+    """``--workload steady`` (the balanced workload's assets): no hard prompts, and every answer runs
+    on in digits to the token budget, so each step decodes and trains the same number of tokens."""
+    import pandas as pd
+
+    from recipe.dapo_ascend.tiny.assets import HARD_MARK, VOCAB, build
+    from verl.cpu.rollout.engine import GenerationRequest, HFGenerationEngine, SamplingSpec
+    from verl.cpu.rollout.server import load_causal_lm
+
+    root = build(tmp_path / "steady", workload="steady", train_rows=256, val_rows=4)
+    contents = [m[0]["content"] for m in pd.read_parquet(root / "data" / "train.parquet")["prompt"]]
+    assert len(contents) == 256 and not any(c.endswith(HARD_MARK) for c in contents)
+    eng = HFGenerationEngine(load_causal_lm(str(root / "model")), eos_token_ids=[1], pad_token_id=0)
+    digits = [VOCAB.index(str(d)) for d in range(10)]
+    prompts = [[digits[i % 10], digits[(3 * i) % 10], VOCAB.index("=")] for i in range(32)]
+    results = eng.generate([GenerationRequest(str(i), p, SamplingSpec(max_new_tokens=64, seed=i))
+                            for i, p in enumerate(prompts)])
+    assert [len(r.token_ids) for r in results] == [64] * 32
+    assert all(set(r.token_ids) <= set(digits) for r in results)
+    # The tail workload's model stops after its first digit: the two differ only in that shape.
+    tail = build(tmp_path / "tail", workload="tail", train_rows=8, val_rows=4)
+    short = HFGenerationEngine(load_causal_lm(str(tail / "model")), eos_token_ids=[1], pad_token_id=0).generate(
+        [GenerationRequest(str(i), p, SamplingSpec(max_new_tokens=64, seed=i)) for i, p in enumerate(prompts)])
+    assert sum(len(r.token_ids) == 2 for r in short) >= 30

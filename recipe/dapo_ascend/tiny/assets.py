@@ -13,6 +13,10 @@ Layout of ``ROOT`` (default ``$VERL_ASCEND_TINY_DIR`` or ``~/.cache/verl-ascend/
 responses, and a long tail that lives in the data (``LONG_TAIL``): one prompt in eight is a "hard"
 one (it ends in ``?``), on which the model "thinks" in a run of ``?`` tokens that mostly reaches
 the length limit without an answer, while the others are answered with one digit and EOS.
+``--workload steady`` builds the trainer-modes benchmark's balanced workload
+(``benchmarks/trainer_modes.py``): the same larger model, no hard prompts, and answers that run on
+in digits to the length limit (``STEADY``), so every response costs the same decode steps and
+training tokens, and a step's cost is the model's work, not the per-sample bookkeeping around it.
 
 Rebuilding with the same arguments gives byte-identical weights and data. Everything is
 written to a temporary sibling directory first and renamed into place, so an interrupted
@@ -76,6 +80,8 @@ MODEL_SPECS = {
         tie_word_embeddings=False,
     ),
 }
+# The balanced trainer-modes workload runs on the tail model (its table shaped by ``STEADY``).
+MODEL_SPECS["steady"] = MODEL_SPECS["tail"]
 
 
 def default_root() -> Path:
@@ -126,8 +132,8 @@ def build_model(seed: int, workload: str = "first_digit", long_tail: dict | None
     )
     torch.manual_seed(seed)
     model = model_class(config)
-    if workload == "tail":
-        shape_long_tail(model, long_tail or LONG_TAIL)
+    if workload in SHAPED:
+        shape_long_tail(model, long_tail or SHAPED[workload])
     model.generation_config = transformers.GenerationConfig(
         eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, bos_token_id=config.bos_token_id
     )
@@ -190,6 +196,12 @@ def warm_up(model, tokenizer, p: dict = BASE_WARMUP) -> None:
 # The hard prompts are the same in both runs, their tokens are never trained, and the easy
 # answers' stop is 9 nats ahead of going on.
 LONG_TAIL = {"hard_fraction": 0.125, "stop_after_digit": 0.999, "stop_in_long": 1 / 500}
+# The balanced workload of benchmarks/trainer_modes.py: the tail model's table with no hard prompts
+# and a stop after a digit 11.5 nats below going on (about 1 in 10^6 a token), so all responses run
+# to data.max_response_length: rollout and training cost the same every step, in every mode.
+STEADY = {**LONG_TAIL, "hard_fraction": 0.0, "stop_after_digit": 1e-6}
+# Workloads whose model carries a next-token table (``shape_long_tail``), and its default shape.
+SHAPED = {"tail": LONG_TAIL, "steady": STEADY}
 HARD_MARK = "?"
 
 
@@ -267,22 +279,23 @@ def build(
 ) -> Path:
     """Build (or reuse, when its stamp matches) the assets of ``workload`` under ``root``.
 
-    ``long_tail`` (tail workload only) overrides entries of ``LONG_TAIL``; the tests use it for
-    answers that run on, so that the cut finds short responses mid-generation.
+    ``long_tail`` (tail and steady workloads only) overrides entries of their shape (``LONG_TAIL``,
+    ``STEADY``); the tests use it for answers that run on, so that the cut finds short responses
+    mid-generation.
     """
     if workload not in MODEL_SPECS:
         raise ValueError(f"unknown workload {workload!r}; accepted: {', '.join(MODEL_SPECS)}")
     unknown = sorted(set(long_tail or {}) - set(LONG_TAIL))
     if unknown:
         raise ValueError(f"unknown long_tail key(s) {', '.join(unknown)}; accepted: {', '.join(LONG_TAIL)}")
-    long_tail = {**LONG_TAIL, **(long_tail or {})}
+    long_tail = {**SHAPED.get(workload, LONG_TAIL), **(long_tail or {})}
     root = Path(root).expanduser()
     stamp = {"spec_version": SPEC_VERSION, "seed": seed, "train_rows": train_rows, "val_rows": val_rows}
     if workload != "first_digit":
         stamp["workload"] = workload
     else:
         stamp["base_warmup"] = BASE_WARMUP  # a changed warm-up rebuilds demo_model/
-    if workload == "tail":
+    if workload in SHAPED:
         # A changed model or distribution rebuilds the cached assets.
         stamp.update(long_tail=long_tail, model=MODEL_SPECS[workload])
     stamp_file = root / "assets.json"
@@ -297,7 +310,7 @@ def build(
         tokenizer.save_pretrained(tmp / "model")
         model = build_model(seed, workload, long_tail)
         model.save_pretrained(tmp / "model")
-        hard = long_tail["hard_fraction"] if workload == "tail" else 0.0
+        hard = long_tail["hard_fraction"] if workload in SHAPED else 0.0
         write_split(tmp / "data" / "train.parquet", train_rows, seed + 1, "train", hard)
         write_split(tmp / "data" / "val.parquet", val_rows, seed + 2, "test", hard)
         if workload == "first_digit":
