@@ -138,7 +138,8 @@ def table(results: dict) -> list[str]:
         for mode, r in by_mode.items():
             ttt = f"{r['time_to_target_s']:.1f}" if r["time_to_target_s"] is not None else "-"
             lines.append(f"{mode:16}{r['steps_per_s']:9.3f}{r['rollout_s']:11.2f}{r['train_s']:9.2f}"
-                         f"{r['update_s']:10.2f}{r['weight_sync_s']:9.3f}{r['staleness']:7.2f}{r['acc_last10']:8.3f}{ttt:>13}")
+                         f"{r['update_s']:10.2f}{r['weight_sync_s']:9.3f}{r['staleness']:7.2f}"
+                         f"{r['acc_last10']:8.3f}{ttt:>13}")
         if sync:
             bound = 1.0 / max(sync["rollout_s"], sync["train_s"])
             lines.append(f"overlap bound (sync: rollout {sync['rollout_s']:.2f} s, train {sync['train_s']:.2f} s): "
