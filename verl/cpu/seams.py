@@ -234,4 +234,37 @@ SEAMS: tuple[Seam, ...] = (
             "verl.workers.engine_workers:ActorRolloutRefWorker.init_model#is_master=": "57601ca89578f811",
         },
     ),
+    Seam(
+        id="cpu_hf_kv_cache_rebind",
+        kind="instance-rebind", stage="none",
+        removable_if=(HasAttr("transformers.cache_utils:DynamicLayer.crop_left"),),
+        target=(
+            "the keys/values tensors of transformers.cache_utils.DynamicLayer instances inside the DynamicCache "
+            "the hf rollout engine's model returns (transformers 5.10.4), rebound by the engine"
+        ),
+        why=(
+            "Continuous batching joins caches of different lengths (merge: left-pads the shorter) and, when rows "
+            "leave, drops the positions no live row attends to (_trim_left), as vLLM's paged cache holds only each "
+            "request's tokens. transformers has no public way to do either, so the engine rebinds each layer's "
+            "keys/values. It relies on DynamicLayer keeping no other length state: update concatenates along the "
+            "sequence, get_seq_length and get_mask_sizes read keys.shape (a sliding-window layer's "
+            "cumulative_length would go stale)."
+        ),
+        switched_on="always, in every hf rollout batch that admits requests mid-batch or loses rows.",
+        upstream_fix="None filed: a public left-crop / concatenate on transformers' DynamicCache.",
+        remove_when="transformers' cache offers a left crop and a batch concatenation of its own.",
+        test=(
+            "tests/cpu/test_hf_engine.py::test_cache_shrinks_to_the_live_rows_when_a_long_row_leaves, "
+            "tests/cpu/test_hf_engine.py::test_requests_admitted_mid_batch_join_it_with_exact_numerics"
+        ),
+        code="verl/cpu/rollout/engine.py::_BatchState.merge, verl/cpu/rollout/engine.py::_trim_left",
+        fingerprints={
+            "transformers.cache_utils:DynamicLayer.update": "3fe48b1632f14c25",
+            "transformers.cache_utils:DynamicLayer.get_seq_length": "a134511137c74dea",
+            "transformers.cache_utils:DynamicLayer.get_mask_sizes": "07994c0bd2960304",
+            "transformers.cache_utils:DynamicLayer.batch_select_indices": "6af193f8c7d0a9d5",
+            "transformers.cache_utils:Cache.batch_select_indices": "967473e94ef59cbc",
+            "transformers.cache_utils:DynamicCache.__init__": "0b15848703f7edc8",
+        },
+    ),
 )
