@@ -21,12 +21,15 @@ rollout time (``timing_s/gen``: the sampling phase; in the async modes it is the
 samples, the rollout itself runs beside training), the training time (the step minus that),
 weight-sync time (``timing_s/update_weights``), staleness (upstream's
 ``training/off_policy/trajectory_staleness/mean``), trained-batch accuracy over the last 10 steps and
-the time until the trained batch's accuracy (3-step mean) first reaches ``--target-acc``.
+the time until the trained batch's accuracy (3-step mean) first reaches ``--target-acc``; from the run
+journal's prompt ledger, the prompts drawn per step (the rollout's work: with dynamic sampling it follows
+each run's accuracy); from ``/proc/stat`` while the run goes, how many of the machine's cores were busy.
 
 The overlap bound is measured on the sync run: with rollout R and training T per step, running them
 side by side at best takes max(R, T) a step, so the bound is ``1 / max(R, T)`` steps/s, ``(R + T) /
 max(R, T)`` times sync. The last lines print each async mode's steps/s over sync and its share of
-that bound. A plot of accuracy and step time per mode goes next to the JSON results.
+that bound, then the same share for the rollout work the mode actually did (``work_matched``), and the
+steps/s of each run. A plot of accuracy and step time per mode (every run) goes next to the JSON results.
 
     python benchmarks/trainer_modes.py [--workloads demo,balanced] [--modes sync,colocate_async,separate_async]
                                        [--steps 11] [--repeats 1] [--out benchmarks/results/trainer_modes]
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,8 +74,13 @@ def assets(kind: str, tiny: str) -> str:
 
 
 def run_once(mode: str, workload: str, steps: int, out: Path, roots: dict, extra: list[str]) -> dict:
-    """One training run; returns its per-step records (``step``, ``data``) and wall time."""
-    out.mkdir(parents=True, exist_ok=True)
+    """One training run; returns its per-step records (``step``, ``data``) and wall time.
+
+    ``out`` is this run's own folder under ``--out``: a previous invocation's run there is removed first
+    (the recipe refuses to start over a run's history unless told to, and a benchmark always starts fresh).
+    """
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     # dapo_tail_cpu reads its assets from $VERL_ASCEND_TAIL_DIR, the demo configs from $VERL_ASCEND_TINY_DIR.
     env = {**os.environ, "VERL_ASCEND_TINY_DIR": roots["first_digit"],
            "VERL_ASCEND_TAIL_DIR": roots[WORKLOADS[workload][1]], "VERL_ASCEND_OUTPUT_DIR": str(out),
@@ -82,18 +91,73 @@ def run_once(mode: str, workload: str, steps: int, out: Path, roots: dict, extra
             f"trainer.v1.trainer_mode={mode}", f"trainer.total_training_steps={steps}", *overrides, *extra]
     started = time.monotonic()
     with open(out / "run.log", "w") as log:
-        code = subprocess.run(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        busy = watch_cpu(proc, out)
     wall = time.monotonic() - started
-    if code != 0:
-        raise SystemExit(f"{mode}/{workload} exited {code}; see {out / 'run.log'}")
+    if proc.returncode != 0:
+        raise SystemExit(f"{mode}/{workload} exited {proc.returncode}; see {out / 'run.log'}")
     metrics = next(out.glob("*/metrics.jsonl"))  # <experiment_name>/metrics.jsonl
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    return {"steps": [r for r in records if "critic/score/mean" in r.get("data", {})], "wall_s": wall}
+    return {"steps": [r for r in records if "critic/score/mean" in r.get("data", {})], "wall_s": wall,
+            "prompts": prompts_drawn(metrics.parent / "prompts.jsonl"), "cores_busy": busy}
 
 
-def summarize(steps: list[dict], target_acc: float) -> dict:
-    """The figures of one run (steady state: steps 2..N)."""
+def cpu_jiffies() -> int | None:
+    """Busy time of the whole machine so far, in clock ticks (``/proc/stat``; None where there is none)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+
+
+def watch_cpu(proc: subprocess.Popen, out: Path, period_s: float = 0.25) -> float | None:
+    """Wait for the run; return how many cores the whole machine kept busy over steps 2..N.
+
+    Machine-wide, so every process of the run counts (Ray, TransferQueue, agent loop, both pools) and
+    nothing is attached to them: one read of ``/proc/stat`` and of the metrics file's length a period.
+    A step's window opens when the previous step's line reaches the metrics file.
+    """
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    arrivals: list[tuple[float, int]] = []  # (time, busy ticks) when each step's line appeared
+    lines_seen = 0
+    while proc.poll() is None:
+        time.sleep(period_s)
+        now, busy = time.monotonic(), cpu_jiffies()
+        metrics = next(out.glob("*/metrics.jsonl"), None)
+        if busy is None or metrics is None:
+            continue
+        lines = sum(1 for line in metrics.read_text().splitlines() if '"critic/score/mean"' in line)
+        if lines > lines_seen:
+            arrivals.append((now, busy))
+            lines_seen = lines
+    if len(arrivals) < 2 or arrivals[-1][0] <= arrivals[0][0]:
+        return None
+    (t0, b0), (t1, b1) = arrivals[0], arrivals[-1]
+    return (b1 - b0) / ticks / (t1 - t0)
+
+
+def prompts_drawn(ledger: Path) -> dict[int, int]:
+    """Prompts taken from the dataloader per step, from the run journal's prompt ledger (every mode).
+
+    It is the rollout's work: the step's batch plus every refill for a group dynamic sampling
+    evicted (in sync, twice the evicted count, the surplus discarded; in the async modes, once,
+    and the first step also draws the prefetch window).
+    """
+    drawn: dict[int, int] = {}
+    if ledger.is_file():
+        for line in ledger.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                drawn[row["step"]] = drawn.get(row["step"], 0) + len(row["index"])
+    return drawn
+
+
+def summarize(steps: list[dict], target_acc: float, prompts: dict[int, int] | None = None) -> dict:
+    """The figures of one run (steady state: steps 2..N); ``prompts``: prompts drawn per step."""
     steady = [s["data"] for s in steps[1:]]
+    drawn = [prompts[s["step"]] for s in steps[1:] if s["step"] in prompts] if prompts else []
     step_s = [d["timing_s/step"] for d in steady]
     gen = [d.get("timing_s/gen", 0.0) for d in steady]
     acc = [s["data"].get("reward_extra/acc/mean", float("nan")) for s in steps]
@@ -115,6 +179,10 @@ def summarize(steps: list[dict], target_acc: float) -> dict:
         "staleness": statistics.mean(stale) if stale else 0.0,
         "acc_last10": statistics.mean(acc[-10:]),
         "time_to_target_s": reached,
+        # The rollout's work per step, and (meaningful in sync, where rollout is a phase of its own)
+        # the sampling phase's seconds per prompt drawn.
+        "prompts_per_step": statistics.mean(drawn) if drawn else None,
+        "rollout_s_per_prompt": sum(gen) / sum(drawn) if drawn and len(drawn) == len(gen) else None,
     }
 
 
@@ -125,6 +193,7 @@ def mean_of(runs: list[dict]) -> dict:
         values = [r[k] for r in runs if r[k] is not None]
         out[k] = statistics.mean(values) if values else None
     out["acc_last10_runs"] = [r["acc_last10"] for r in runs]
+    out["steps_per_s_runs"] = [r["steps_per_s"] for r in runs]
     return out
 
 
@@ -134,12 +203,13 @@ def table(results: dict) -> list[str]:
         sync = by_mode.get("sync")
         lines.append(f"== {workload} ==")
         lines.append(f"{'mode':16}{'steps/s':>9}{'rollout s':>11}{'train s':>9}{'update s':>10}{'wsync s':>9}"
-                     f"{'stale':>7}{'acc@10':>8}{'to target s':>13}")
+                     f"{'stale':>7}{'acc@10':>8}{'to target s':>13}{'cores busy':>12}")
         for mode, r in by_mode.items():
             ttt = f"{r['time_to_target_s']:.1f}" if r["time_to_target_s"] is not None else "-"
+            cores = f"{r['cores_busy']:.2f}" if r.get("cores_busy") is not None else "-"
             lines.append(f"{mode:16}{r['steps_per_s']:9.3f}{r['rollout_s']:11.2f}{r['train_s']:9.2f}"
                          f"{r['update_s']:10.2f}{r['weight_sync_s']:9.3f}{r['staleness']:7.2f}"
-                         f"{r['acc_last10']:8.3f}{ttt:>13}")
+                         f"{r['acc_last10']:8.3f}{ttt:>13}{cores:>12}")
         if sync:
             bound = 1.0 / max(sync["rollout_s"], sync["train_s"])
             lines.append(f"overlap bound (sync: rollout {sync['rollout_s']:.2f} s, train {sync['train_s']:.2f} s): "
@@ -148,6 +218,35 @@ def table(results: dict) -> list[str]:
                 if mode != "sync":
                     lines.append(f"  {workload} {mode}: {r['steps_per_s'] / sync['steps_per_s']:.2f}x sync steps/s, "
                                  f"{100 * r['steps_per_s'] / bound:.0f} % of the overlap bound")
+            lines += work_matched(workload, by_mode)
+        for mode, r in by_mode.items():
+            if len(r.get("steps_per_s_runs", [])) > 1:
+                lines.append(f"  {workload} {mode} steps/s per run: "
+                             + ", ".join(f"{v:.3f}" for v in r["steps_per_s_runs"]))
+    return lines
+
+
+def work_matched(workload: str, by_mode: dict) -> list[str]:
+    """Each async mode against the bound for the rollout work it actually did.
+
+    With dynamic sampling, a step's rollout work is the prompts it draws, and that follows each run's
+    accuracy (a group every answer of which is right, or wrong, is evicted and redrawn) and the mode's
+    refill rule, so two runs of one mode can differ by a third. At sync's seconds of rollout a prompt
+    ``c`` and sync's training time ``T``, a mode that drew ``P`` prompts a step is bounded by
+    ``1 / max(c * P, T)`` steps/s.
+    """
+    sync = by_mode["sync"]
+    per_prompt = sync.get("rollout_s_per_prompt")
+    if not per_prompt or sync.get("prompts_per_step") is None:
+        return []
+    lines = [f"rollout work (prompts drawn a step): sync {sync['prompts_per_step']:.1f}, "
+             f"{1000 * per_prompt:.0f} ms of sync rollout a prompt"]
+    for mode, r in by_mode.items():
+        if mode == "sync" or r.get("prompts_per_step") is None:
+            continue
+        bound = 1.0 / max(per_prompt * r["prompts_per_step"], sync["train_s"])
+        lines.append(f"  {workload} {mode}: {r['prompts_per_step']:.1f} prompts a step; for that work the bound is "
+                     f"{bound:.3f} steps/s, {100 * r['steps_per_s'] / bound:.0f} % of it")
     return lines
 
 
@@ -159,11 +258,14 @@ def plot(raw: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(len(raw), 2, figsize=(11, 3.6 * len(raw)), squeeze=False)
     for row, (workload, by_mode) in enumerate(raw.items()):
-        for mode, runs in by_mode.items():
-            steps = runs[0]["steps"]
-            x = [s["step"] for s in steps]
-            axes[row][0].plot(x, [s["data"].get("reward_extra/acc/mean") for s in steps], marker="o", label=mode)
-            axes[row][1].plot(x[1:], [s["data"]["timing_s/step"] for s in steps[1:]], marker="o", label=mode)
+        for i, (mode, runs) in enumerate(by_mode.items()):
+            for k, run in enumerate(runs):  # every run of a mode in its colour; the first one marked
+                steps = run["steps"]
+                x = [s["step"] for s in steps]
+                style = {"color": f"C{i}", "label": mode if k == 0 else None,
+                         "marker": "o" if k == 0 else None, "alpha": 1.0 if k == 0 else 0.45}
+                axes[row][0].plot(x, [s["data"].get("reward_extra/acc/mean") for s in steps], **style)
+                axes[row][1].plot(x[1:], [s["data"]["timing_s/step"] for s in steps[1:]], **style)
         axes[row][0].set_title(f"{workload}: trained-batch accuracy")
         axes[row][1].set_title(f"{workload}: step time (s)")
         for ax in axes[row]:
@@ -202,7 +304,9 @@ def main(argv=None) -> int:
                 runs.append(run_once(mode, workload, args.steps, out / workload / mode / str(rep), roots,
                                      args.overrides))
             raw.setdefault(workload, {})[mode] = runs
-            results.setdefault(workload, {})[mode] = mean_of([summarize(r["steps"], args.target_acc) for r in runs])
+            results.setdefault(workload, {})[mode] = mean_of(
+                [{**summarize(r["steps"], args.target_acc, r["prompts"]), "cores_busy": r["cores_busy"]}
+                 for r in runs])
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     plot(raw, out / "trainer_modes.png")

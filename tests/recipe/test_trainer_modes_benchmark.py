@@ -74,3 +74,62 @@ def test_balanced_workload_answers_run_to_the_length_limit(tmp_path):
     short = HFGenerationEngine(load_causal_lm(str(tail / "model")), eos_token_ids=[1], pad_token_id=0).generate(
         [GenerationRequest(str(i), p, SamplingSpec(max_new_tokens=64, seed=i)) for i, p in enumerate(prompts)])
     assert sum(len(r.token_ids) == 2 for r in short) >= 30
+
+
+def test_prompt_ledger_counts_every_prompt_drawn_per_step(bench, tmp_path):
+    """The journal's ``prompts.jsonl`` has one line per dataloader chunk; refills add lines to a step."""
+    ledger = tmp_path / "prompts.jsonl"
+    ledger.write_text('{"step":1,"index":[4,9]}\n{"step":2,"index":[1]}\n{"step":2,"index":[7,3]}\n\n')
+    assert bench.prompts_drawn(ledger) == {1: 2, 2: 3}
+    assert bench.prompts_drawn(tmp_path / "absent.jsonl") == {}
+
+
+def test_work_matched_bound_follows_the_prompts_each_mode_drew(bench):
+    """Dynamic sampling makes a step's rollout work differ between runs: a mode that drew fewer prompts
+    than sync is held to the bound for its own draw, at sync's rollout seconds a prompt."""
+    sync = bench.summarize(_steps([9, 3, 3], [8, 2.5, 2.5], [0.5] * 3), 0.8, prompts={1: 8, 2: 20, 3: 20})
+    assert sync["prompts_per_step"] == 20 and sync["rollout_s_per_prompt"] == pytest.approx(0.125)
+    fast = bench.summarize(_steps([9, 1.5, 1.5], [8, 1.0, 1.0], [0.5] * 3), 0.8, prompts={1: 16, 2: 10, 3: 10})
+    lines = "\n".join(bench.table({"demo": {"sync": bench.mean_of([sync]), "separate_async": bench.mean_of([fast])}}))
+    # Against sync's own rollout (2.5 s a step) it is 167 % of the bound; its 10 prompts are 1.25 s of sync
+    # rollout, so for its own work the bound is 0.8 steps/s and it reaches 83 % of it.
+    assert "demo separate_async: 2.00x sync steps/s, 167 % of the overlap bound" in lines
+    assert "rollout work (prompts drawn a step): sync 20.0, 125 ms of sync rollout a prompt" in lines
+    assert "demo separate_async: 10.0 prompts a step; for that work the bound is 0.800 steps/s, 83 % of it" in lines
+    # Without a ledger (an older run) the work-matched lines are left out, not guessed.
+    bare = bench.summarize(_steps([9, 3, 3], [8, 2.5, 2.5], [0.5] * 3), 0.8)
+    assert bare["prompts_per_step"] is None
+    assert "rollout work" not in "\n".join(bench.table({"demo": {"sync": bench.mean_of([bare])}}))
+
+
+def test_per_run_rates_are_listed_when_a_mode_ran_more_than_once(bench):
+    a = bench.summarize(_steps([9, 2, 2], [8, 1, 1], [0.5] * 3), 0.8)
+    b = bench.summarize(_steps([9, 4, 4], [8, 3, 3], [0.5] * 3), 0.8)
+    lines = "\n".join(bench.table({"demo": {"sync": bench.mean_of([a, b])}}))
+    assert "demo sync steps/s per run: 0.500, 0.250" in lines
+
+
+def test_cores_busy_counts_a_spinning_run_between_its_first_and_last_step(bench, tmp_path):
+    """``watch_cpu`` reads the machine's busy time when each step's line reaches the metrics file: a run
+    that spins one core between its steps shows about one core busy (more if the machine is busy too)."""
+    import os
+    import subprocess
+    import sys
+
+    child = (
+        "import json, pathlib, time\n"
+        f"m = pathlib.Path({str(tmp_path)!r}) / 'exp' / 'metrics.jsonl'\n"
+        "m.parent.mkdir(parents=True)\n"
+        "for step in range(1, 5):\n"
+        "    end = time.monotonic() + 0.8\n"
+        "    while time.monotonic() < end: pass\n"
+        "    with open(m, 'a') as f: f.write(json.dumps({'step': step, 'data': {'critic/score/mean': 0}}) + '\\n')\n"
+        "    time.sleep(0.3)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", child])
+    busy = bench.watch_cpu(proc, tmp_path, period_s=0.05)
+    assert proc.returncode == 0
+    assert 0.5 <= busy <= os.cpu_count() + 0.1
+
+    quiet = subprocess.Popen([sys.executable, "-c", "pass"])  # no step line: nothing to measure over
+    assert bench.watch_cpu(quiet, tmp_path / "none", period_s=0.05) is None
