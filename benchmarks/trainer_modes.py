@@ -48,6 +48,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from verl_ascend.run.files import PROMPTS_FILE, read_jsonl  # noqa: E402
+
 MODES = ("sync", "colocate_async", "separate_async")
 # workload -> (config, tiny assets workload, overrides)
 WORKLOADS = {
@@ -92,14 +96,23 @@ def run_once(mode: str, workload: str, steps: int, out: Path, roots: dict, extra
     started = time.monotonic()
     with open(out / "run.log", "w") as log:
         proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-        busy = watch_cpu(proc, out)
+        try:
+            busy = watch_cpu(proc, out)
+        finally:  # interrupted here: stop the run (its driver takes its Ray cluster down on SIGTERM)
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"{mode}/{workload} exited {proc.returncode}; see {out / 'run.log'}")
     metrics = next(out.glob("*/metrics.jsonl"))  # <experiment_name>/metrics.jsonl
-    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    return {"steps": [r for r in records if "critic/score/mean" in r.get("data", {})], "wall_s": wall,
-            "prompts": prompts_drawn(metrics.parent / "prompts.jsonl"), "cores_busy": busy}
+    return {"steps": step_records(metrics), "wall_s": wall,
+            "prompts": prompts_drawn(metrics.parent / PROMPTS_FILE), "cores_busy": busy}
+
+
+def step_records(metrics: Path) -> list[dict]:
+    """The training steps' records of a metrics file (validation-only records left out)."""
+    return [r for r in read_jsonl(str(metrics)) if "critic/score/mean" in r.get("data", {})]
 
 
 def cpu_jiffies() -> int | None:
@@ -109,33 +122,35 @@ def cpu_jiffies() -> int | None:
             fields = [int(v) for v in f.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    return sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return user + nice + system + irq + softirq  # steal and guest time are not this machine's work
 
 
 def watch_cpu(proc: subprocess.Popen, out: Path, period_s: float = 0.25) -> float | None:
     """Wait for the run; return how many cores the whole machine kept busy over steps 2..N.
 
     Machine-wide, so every process of the run counts (Ray, TransferQueue, agent loop, both pools) and
-    nothing is attached to them: one read of ``/proc/stat`` and of the metrics file's length a period.
-    A step's window opens when the previous step's line reaches the metrics file.
+    nothing is attached to them: one read of ``/proc/stat`` and one ``stat`` of the metrics file a
+    period; the file is read only when it grew. A step's window opens when the previous step's line
+    reaches the metrics file.
     """
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     arrivals: list[tuple[float, int]] = []  # (time, busy ticks) when each step's line appeared
-    lines_seen = 0
+    steps_seen, size_seen = 0, 0
     while proc.poll() is None:
         time.sleep(period_s)
         now, busy = time.monotonic(), cpu_jiffies()
         metrics = next(out.glob("*/metrics.jsonl"), None)
-        if busy is None or metrics is None:
+        if busy is None or metrics is None or metrics.stat().st_size == size_seen:
             continue
-        lines = sum(1 for line in metrics.read_text().splitlines() if '"critic/score/mean"' in line)
-        if lines > lines_seen:
+        size_seen = metrics.stat().st_size
+        steps = len(step_records(metrics))
+        if steps > steps_seen:
             arrivals.append((now, busy))
-            lines_seen = lines
+            steps_seen = steps
     if len(arrivals) < 2 or arrivals[-1][0] <= arrivals[0][0]:
         return None
     (t0, b0), (t1, b1) = arrivals[0], arrivals[-1]
-    return (b1 - b0) / ticks / (t1 - t0)
+    return (b1 - b0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
 
 
 def prompts_drawn(ledger: Path) -> dict[int, int]:
@@ -146,11 +161,8 @@ def prompts_drawn(ledger: Path) -> dict[int, int]:
     and the first step also draws the prefetch window).
     """
     drawn: dict[int, int] = {}
-    if ledger.is_file():
-        for line in ledger.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                drawn[row["step"]] = drawn.get(row["step"], 0) + len(row["index"])
+    for row in read_jsonl(str(ledger)):
+        drawn[row["step"]] = drawn.get(row["step"], 0) + len(row["index"])
     return drawn
 
 
@@ -285,6 +297,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "trainer_modes"))
     ap.add_argument("overrides", nargs="*", help="Hydra overrides added to every run")
     args = ap.parse_args(argv)
+    if args.steps < 2 or args.repeats < 1:
+        ap.error(f"--steps {args.steps} --repeats {args.repeats}: accepted --steps >= 2 (step 1 carries the "
+                 "start-up and is left out of every figure) and --repeats >= 1")
     workloads, modes = args.workloads.split(","), args.modes.split(",")
     for name in workloads + modes:
         if name not in WORKLOADS and name not in MODES:

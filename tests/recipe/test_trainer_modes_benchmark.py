@@ -77,9 +77,10 @@ def test_balanced_workload_answers_run_to_the_length_limit(tmp_path):
 
 
 def test_prompt_ledger_counts_every_prompt_drawn_per_step(bench, tmp_path):
-    """The journal's ``prompts.jsonl`` has one line per dataloader chunk; refills add lines to a step."""
+    """The journal's ``prompts.jsonl`` has one line per dataloader chunk; refills add lines to a step; a
+    line torn by a kill mid-write is left out, as the journal's own reader does."""
     ledger = tmp_path / "prompts.jsonl"
-    ledger.write_text('{"step":1,"index":[4,9]}\n{"step":2,"index":[1]}\n{"step":2,"index":[7,3]}\n\n')
+    ledger.write_text('{"step":1,"index":[4,9]}\n{"step":2,"index":[1]}\n{"step":2,"index":[7,3]}\n{"step":3,"ind')
     assert bench.prompts_drawn(ledger) == {1: 2, 2: 3}
     assert bench.prompts_drawn(tmp_path / "absent.jsonl") == {}
 
@@ -133,3 +134,13 @@ def test_cores_busy_counts_a_spinning_run_between_its_first_and_last_step(bench,
 
     quiet = subprocess.Popen([sys.executable, "-c", "pass"])  # no step line: nothing to measure over
     assert bench.watch_cpu(quiet, tmp_path / "none", period_s=0.05) is None
+
+
+@pytest.mark.parametrize("argv, named", [(["--steps", "1"], "--steps 1"), (["--repeats", "0"], "--repeats 0"),
+                                         (["--workloads", "nope"], "'nope'")])
+def test_bad_arguments_exit_2_naming_the_value_and_what_is_accepted_before_any_run(bench, argv, named, capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err and "accepted" in err
