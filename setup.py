@@ -41,6 +41,8 @@ setup(
         "vllm-cpu": _requirements("vllm_cpu"),
     },
     entry_points={
+        # The one command: every subcommand is listed in verl_ascend.cli.commands().
+        "console_scripts": ["verl-ascend = verl_ascend.cli:entry"],
         "verl.plugins": [
             "cpu = verl.cpu.plugin:register",
             "ascend = verl.ascend.plugin:register",

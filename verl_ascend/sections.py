@@ -252,7 +252,11 @@ def markdown_table(sections: Optional[Iterable[type[Section]]] = None) -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # run as __main__, this module's classes are copies: ask the imported module
-    from verl_ascend import sections as _sections
+def main(argv: list[str] | None = None) -> int:
+    """``verl-ascend keys``: the docs' table of every declared key."""
+    import argparse
 
-    print(_sections.markdown_table())
+    argparse.ArgumentParser(prog="verl-ascend keys", description=markdown_table.__doc__).parse_args(argv)
+    print(markdown_table())
+    return 0
+

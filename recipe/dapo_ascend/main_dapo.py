@@ -195,16 +195,19 @@ def _config_name(argv: list[str]) -> tuple[str, list[str]]:
     return name, overrides
 
 
-def cli() -> None:
+def cli(argv: list[str] | None = None) -> int:
+    """``verl-ascend train [--config-name NAME] [overrides...]``: Hydra parses ``argv`` as upstream's main_ppo would."""
     from recipe.dapo_ascend.config_utils import legacy_report
 
-    report = legacy_report(*_config_name(sys.argv[1:]))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    report = legacy_report(*_config_name(argv))
     if report:  # Hydra's own error would suggest a '+' prefix: the wrong fix
         print(f"[verl-ascend] config doctor:\n{report}", file=sys.stderr, flush=True)
-        sys.exit(exits.REFUSED)
-    sys.argv[1:] = hydra_args(sys.argv[1:])
+        return exits.REFUSED
+    sys.argv[1:] = hydra_args(argv)
     main()
+    return exits.OK
 
 
 if __name__ == "__main__":
-    cli()
+    sys.exit(cli())

@@ -229,5 +229,10 @@ def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None)
     return OK if ok else REFUSED
 
 
-if __name__ == "__main__":
-    raise SystemExit(run())
+def main(argv: list[str] | None = None) -> int:
+    """``verl-ascend stack-gate``: the verdict on this host's installed stack."""
+    import argparse
+
+    argparse.ArgumentParser(prog="verl-ascend stack-gate", description=__doc__.splitlines()[0]).parse_args(argv)
+    return run()
+
