@@ -20,7 +20,7 @@
 #
 # Nodes started with `ray start` do not inherit the driver's environment: what workers need goes
 # through `ray_kwargs.ray_init.runtime_env.env_vars` (the recipe's entry point exports its own
-# variables there). `run` also switches on verl_ascend/run/node_report.py, which writes one
+# variables there). `run` also switches on scripts/node_report.py, which writes one
 # record per process (node id, plugins loaded, platform, env) to $CLUSTER_DIR/nodes/, and prints
 # a per-node summary at the end.
 #
@@ -36,6 +36,8 @@ CLUSTER_DIR="${CLUSTER_DIR:-/tmp/verl-ascend-2node-$(id -u)}"
 NODE_CPUS="${NODE_CPUS:-8}"
 NODE_GPUS="${NODE_GPUS:-1}"
 PY="${PYTHON:-python}"
+# scripts/ on the path of the nodes (started from here) and the driver: node_report is imported by name
+export PYTHONPATH="$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}"
 RAY="${RAY:-$(dirname "$(command -v "$PY")")/ray}"
 [ -x "$RAY" ] || RAY=ray
 
@@ -162,7 +164,7 @@ cmd_run() {
   export PYTHONUNBUFFERED=1
   "$PY" -m recipe.dapo_ascend.tiny.assets --root "$VERL_ASCEND_TINY_DIR" >/dev/null
   rm -rf "$CLUSTER_DIR/nodes"
-  local modules="${VERL_USE_EXTERNAL_MODULES:+$VERL_USE_EXTERNAL_MODULES,}verl_ascend.run.node_report"
+  local modules="${VERL_USE_EXTERNAL_MODULES:+$VERL_USE_EXTERNAL_MODULES,}node_report"
   local rc=0
   RAY_ADDRESS="" VERL_USE_EXTERNAL_MODULES="$modules" "$PY" -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu \
     trainer.nnodes=2 trainer.n_gpus_per_node="$NODE_GPUS" \

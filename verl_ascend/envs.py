@@ -52,8 +52,6 @@ VARIABLES: tuple[EnvVar, ...] = (
     # -- paths ------------------------------------------------------------------------------------
     EnvVar("VERL_ASCEND_OUTPUT_DIR", "path", "outputs", "verl_ascend/paths.py",
            "Root of a run's files: <dir>/<experiment>/metrics.jsonl, checkpoints, profiles."),
-    EnvVar("VERL_ASCEND_NODE_REPORT_DIR", "path", None, "verl_ascend/run/node_report.py",
-           "Where each node writes its placement/env report (two-node diagnostics)."),
     # -- wire formats between our own processes (set by us, read by us) ---------------------------
     EnvVar("VERL_ASCEND_RUN_DIR", "wire", None, "verl_ascend/run/files.py",
            "The run's folder, exported by the driver to the trainer process."),

@@ -232,12 +232,6 @@ def test_dry_run_refuses_switches_that_do_not_reach_their_consumer(override, rul
     assert code == exits.REFUSED and named in line
 
 
-def test_dead_key_matching_its_consumer_is_a_warning():
-    code, text = _dry(compose("dapo_qwen25_32b_npu", ["actor_rollout_ref.actor.use_torch_compile=false"]))
-    (line,) = [line for line in text.splitlines() if line.startswith("[warn] key_never_read:")]
-    assert code == 0 and "actor_rollout_ref.actor.fsdp_config.use_torch_compile (= False)" in line
-
-
 def test_dry_run_at_tp_1_composes_and_says_mc2_does_not_apply():
     code, text = _dry(compose("dapo_qwen25_32b_npu", ["actor_rollout_ref.rollout.tensor_model_parallel_size=1"]))
     assert code == 0 and "mc2 (additional_config.enable_matmul_allreduce): not applicable at rollout TP 1" in text

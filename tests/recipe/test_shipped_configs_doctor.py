@@ -29,15 +29,6 @@ def test_doctor_strict_accepts_the_shipped_config(name, capsys, monkeypatch):
     assert "doctor verdict: OK" in out.out and "0 warning(s)" in out.out
 
 
-def test_doctor_strict_still_refuses_a_key_only_another_engine_reads(capsys):
-    """The rule that refused tiny_cpu's rollout.enforce_eager on hf is still on: the fix moved the key."""
-    from recipe.dapo_ascend import doctor
-
-    code = doctor.main(["--strict", "--config-name", "dapo_tiny_cpu", "actor_rollout_ref.rollout.enforce_eager=true"])
-    assert code == exits.REFUSED
-    assert "key_read_by_other_engine: actor_rollout_ref.rollout.enforce_eager=True" in capsys.readouterr().out
-
-
 def test_vllm_runs_of_the_tiny_configs_stay_eager():
     """tiny_cpu's enforce_eager moved to engine_kwargs.vllm: upstream's vLLM server builds its `vllm serve`
     arguments with its own enforce_eager first and **engine_kwargs after, so the engine still runs eager."""

@@ -3,7 +3,7 @@ with ``trainer.nnodes=2``, one training rank and one rollout server on each node
 node's processes load this distribution's plugins and see the driver's exported environment.
 
 Evidence comes from Ray's own actor table (class, node, pid of every actor the run created)
-joined with ``verl_ascend/run/node_report.py``'s per-process records (plugins, platform, env).
+joined with ``scripts/node_report.py``'s per-process records (plugins, platform, env).
 The cluster is started and stopped by the script (its own process trees, by pid).
 """
 

@@ -3,15 +3,10 @@
 - ``upstream_config_rejected``: verl's config dataclasses refuse the config (their
   ``__post_init__`` validation, which otherwise fails inside a Ray actor); upstream's message. The
   one place they are built for checking (the entry point's preflight runs this rule too).
-- ``key_never_read``: a key set away from its default that the installed verl never reads (the
-  list is generated from verl's source by ``scripts/verl_unread_keys.py``). When verl reads the
-  same setting elsewhere (``actor.grad_clip`` -> ``actor.optim.clip_grad``) and that consumer
-  holds a different effective value (read from the config object verl builds, as ``DRY_RUN=1``
-  prints it), the requested switch does not reach its consumer: an error naming both
-  (``switch_not_reaching_consumer``); otherwise a warning.
-- ``key_read_by_other_engine``: a key set away from its default that only other engines' code reads
-  (a rollout knob only the SGLang server reads, on a vLLM run; an engine key only Megatron reads, on
-  an FSDP run): a warning naming the engines that read it and the one this run uses.
+- ``switch_not_reaching_consumer``: a key verl declares but never reads, whose setting verl reads
+  under another key (``actor.grad_clip`` -> ``actor.optim.clip_grad``; :data:`MOVED_SWITCHES`, checked by
+  hand), set to a value that consumer does not hold (read from the config object verl builds, as
+  ``DRY_RUN=1`` prints it): an error naming both.
 - ``npu_torch_compile``: on NPU the actor's FSDP engine would torch.compile its entropy helper
   (Inductor/Triton, which Ascend does not run): ``fsdp_config.use_torch_compile`` must be false.
 """
@@ -23,9 +18,9 @@ from importlib.metadata import version
 
 from omegaconf import OmegaConf
 
-from verl_ascend.checks.findings import ERROR, INFO, WARN, Finding
+from verl_ascend.checks.findings import ERROR, Finding
 from verl_ascend.checks.pipeline import GATE, tag
-from verl_ascend.checks.view import ACTOR, ConfigView
+from verl_ascend.checks.view import ACTOR, REF, ConfigView
 from verl_ascend.checks.effective import UpstreamConfigError, build_upstream_configs
 
 
@@ -40,7 +35,21 @@ def upstream_config_objects(view: ConfigView) -> Iterator[Finding]:
 tag(upstream_config_objects, stage=GATE, launch=True)
 
 
+# A key verl 0.9.1 declares but never reads -> (its default in verl's YAML, the keys verl reads for that
+# setting instead). Checked by hand against verl's source: nothing reads the left-hand key; the right-hand keys
+# reach the optimiser or the engine. (A list generated from the whole schema was dropped: on random samples
+# it was wrong about half the time.)
+_ENGINES = ("fsdp_config", "torchtitan", "veomni")  # each engine's transformer_impl.py reads its use_torch_compile
+MOVED_SWITCHES = {
+    f"{ACTOR}.grad_clip": (1.0, (f"{ACTOR}.optim.clip_grad",)),  # ActorConfig declares it; the optimiser clips
+    f"{ACTOR}.use_torch_compile": (True, tuple(f"{ACTOR}.{e}.use_torch_compile" for e in _ENGINES)),
+    f"{REF}.use_torch_compile": (
+        f"${{oc.select:{ACTOR}.use_torch_compile,true}}", tuple(f"{REF}.{e}.use_torch_compile" for e in _ENGINES)),
+}
+
+
 def _raw(view: ConfigView, key: str):
+    """The key's value as written (interpolations unresolved), and whether the config has it."""
     parent, _, leaf = key.rpartition(".")
     node = OmegaConf.select(view.config, parent, default=None, throw_on_resolution_failure=False)
     if node is None or leaf not in node:
@@ -55,74 +64,26 @@ def _same(a, b) -> bool:
         return a == b
 
 
-def _legacy(key: str) -> bool:
-    from verl_ascend.checks.rules_reward import LEGACY_SECTIONS  # reported by legacy_reward_keys
+def switches_not_reaching_consumer(view: ConfigView) -> Iterator[Finding]:
+    """A moved switch set away from its default, to a value its consumer does not hold: it does nothing."""
+    from verl_ascend.checks.effective import EffectiveValues
 
-    return key.split(".", 1)[0] in LEGACY_SECTIONS
-
-
-def _set_keys(view: ConfigView, listed: dict[str, dict]) -> Iterator[tuple[str, dict]]:
-    """The listed keys this config sets away from verl's default, in roles this run builds."""
-    for key, entry in listed.items():
-        if _legacy(key) or not view.role_runs(key):
-            continue
+    effective = None
+    for key, (default, readers) in MOVED_SWITCHES.items():
         value, present = _raw(view, key)
-        if present and not _same(value, entry["default"]):
-            yield key, entry
-
-
-def keys_never_read(view: ConfigView) -> Iterator[Finding]:
-    from verl_ascend.checks.effective import EffectiveValues, unread_list
-
-    listed = unread_list()
-    installed = version("verl")
-    if listed["verl_version"] != installed:
-        yield Finding(
-            "unread_keys_stale",
-            INFO,
-            f"the never-read key list was generated for verl {listed['verl_version']}, verl {installed} is installed; "
-            "regenerate it with python scripts/verl_unread_keys.py",
-        )
-    effective = EffectiveValues(view.config)
-    for key, entry in _set_keys(view, listed["unread"]):
-        yield _never_read(view, effective, key, entry, installed)
-    for key, entry in _set_keys(view, listed.get("engine_only", {})):
-        finding = _other_engines_only(effective, key, entry, installed)
-        if finding is not None:
-            yield finding
-
-
-def _never_read(view: ConfigView, effective, key: str, entry: dict, installed: str) -> Finding:
-    """A key nothing reads; an error when verl reads the same setting elsewhere with another value."""
-    consumers = [(c, effective.get(c)) for c in entry.get("read_instead", []) if view.has(c)]
-    where = "; ".join(f"verl reads {c} (= {v})" for c, v in consumers)
-    if any(not _same(v, view.get(key)) for _c, v in consumers):
-        return Finding(
-            "switch_not_reaching_consumer",
-            ERROR,
-            f"{key}={view.get(key)} is never read by verl {installed}, so it does nothing: {where} "
-            f"(effective values, as DRY_RUN=1 prints them). Set {consumers[0][0]} instead",
-            (key, *[c for c, _ in consumers]),
-        )
-    hint = f" ({where})" if where else ""
-    return Finding("key_never_read", WARN, f"{key}={view.get(key)} is never read by verl {installed}{hint}", (key,))
-
-
-def _other_engines_only(effective, key: str, entry: dict, installed: str) -> Finding | None:
-    """A key read only by engines this run does not select (``read_by``: selector key -> engine values)."""
-    used = {selector: effective.get(selector) for selector in entry["read_by"]}
-    if any(str(used[selector]) in values for selector, values in entry["read_by"].items()):
-        return None
-    readers = "; ".join(f"{selector}={'/'.join(values)}" for selector, values in entry["read_by"].items())
-    runs = ", ".join(f"{selector}={value}" for selector, value in used.items())
-    sites = ", ".join(entry.get("sites", [])[:3])
-    return Finding(
-        "key_read_by_other_engine",
-        WARN,
-        f"{key}={effective.get(key)} is read by {readers} only ({sites}, verl {installed}); this run uses {runs}, "
-        "so it does nothing here",
-        (key, *used),
-    )
+        if not present or _same(value, default) or not view.role_runs(key):
+            continue
+        effective = effective or EffectiveValues(view.config)
+        consumers = [(c, effective.get(c)) for c in readers if view.has(c)]
+        if any(not _same(v, view.get(key)) for _c, v in consumers):
+            where = "; ".join(f"verl reads {c} (= {v})" for c, v in consumers)
+            yield Finding(
+                "switch_not_reaching_consumer",
+                ERROR,
+                f"{key}={view.get(key)} is never read by verl {version('verl')}, so it does nothing: {where} "
+                f"(effective values, as DRY_RUN=1 prints them). Set {consumers[0][0]} instead",
+                (key, *[c for c, _ in consumers]),
+            )
 
 
 def npu_torch_compile(view: ConfigView) -> Iterator[Finding]:
@@ -141,4 +102,4 @@ def npu_torch_compile(view: ConfigView) -> Iterator[Finding]:
             )
 
 
-RULES = (upstream_config_objects, keys_never_read, npu_torch_compile)
+RULES = (upstream_config_objects, switches_not_reaching_consumer, npu_torch_compile)

@@ -170,19 +170,6 @@ SEAMS: tuple[Seam, ...] = (
         removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.on_profile_step_begin"),),
     ),
     Seam(
-        id="node_report_import_lock",
-        kind="private-registry",
-        target="importlib's ModuleSpec._initializing of sys.modules['verl'] (CPython 3.10-3.12), read only",
-        why="The node report waits until another thread has finished importing verl before it reads it.",
-        switched_on="verl_ascend/run/node_report.py (scripts/two_node_cluster.sh).",
-        upstream_fix="None needed: CPython has no public 'import finished' flag; read defensively with getattr.",
-        remove_when="never (read with a default; a missing attribute only skips the wait).",
-        test="tests/recipe",
-        code="verl_ascend/run/node_report.py::_verl_imported",
-        # CPython's frozen importlib has no readable source: nothing to fingerprint; read with a default.
-        covers=("_initializing",),
-    ),
-    Seam(
         id="recipe_rollout_engine_names",
         kind="private-registry", stage="driver",
         removable_if=(HasAttr("verl.workers.rollout.replica:RolloutReplicaRegistry.names"),),

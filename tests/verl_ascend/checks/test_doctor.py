@@ -18,6 +18,7 @@ from recipe.dapo_ascend.config_utils import compose
 from verl_ascend import checks as doctor
 from verl_ascend.checks.exits import REFUSED
 from verl_ascend.checks import rules_fsdp
+from verl_ascend.checks.effective import EffectiveValues
 from recipe.dapo_ascend.doctor import main as doctor_cli
 
 NO_ENV: dict[str, str] = {}
@@ -113,16 +114,49 @@ def test_mc2_requested_on_a_release_without_it(npu):
 # --- effective settings (verl_ascend/checks/effective.py, rules_effective) ------------------------------
 
 
-def test_keys_never_read_name_the_consumer(npu):
+def test_a_moved_switch_names_its_consumer(npu):
     (hit,) = findings(variant(npu, {"actor_rollout_ref.actor.grad_clip": 0.5}), rule="switch_not_reaching_consumer")
     assert hit.severity == "error" and "actor_rollout_ref.actor.optim.clip_grad (= 1.0)" in hit.message
     dead = {"actor_rollout_ref.actor.use_torch_compile": False, "actor_rollout_ref.actor.fsdp_config.use_torch_compile": True}
     (hit,) = findings(variant(npu, dead), rule="switch_not_reaching_consumer")
     assert "verl reads actor_rollout_ref.actor.fsdp_config.use_torch_compile (= True)" in hit.message
-    # reaches the engine through fsdp_config's interpolated default: read, so not reported
-    assert not findings(variant(npu, {"actor_rollout_ref.actor.entropy_checkpointing": True}), rule="key_never_read")
-    # set to its default: nothing to report
+    # set to its default, or to the value its consumer holds: nothing to report
     assert "switch_not_reaching_consumer" not in rules(variant(npu, {"actor_rollout_ref.actor.grad_clip": 1.0}))
+    assert "switch_not_reaching_consumer" not in rules(variant(npu, {"actor_rollout_ref.actor.use_torch_compile": False}))
+
+
+def test_a_moved_switch_quotes_the_effective_value(npu):
+    """The 32B config's actor SP (8) reaches fsdp_config only through __post_init__: quote 8, not the composed 1."""
+    cfg = variant(npu, {"actor_rollout_ref.actor.ulysses_sequence_parallel_size": 8})
+    key = "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size"
+    assert OmegaConf.select(cfg, key) == 1 and EffectiveValues(cfg).get(key) == 8
+    # the ref is built as upstream builds it: an FSDPActorConfig whose engine config receives its SP size
+    ref = variant(npu, {"actor_rollout_ref.ref.ulysses_sequence_parallel_size": 4})
+    assert EffectiveValues(ref).get("actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size") == 4
+
+
+def test_ref_switches_only_when_the_ref_runs(npu):
+    key = "actor_rollout_ref.ref.use_torch_compile"
+    assert "switch_not_reaching_consumer" not in rules(variant(npu, {key: False}))  # DAPO runs no reference policy
+    with_ref = variant(npu, {key: False, "actor_rollout_ref.actor.use_kl_loss": True})
+    (hit,) = findings(with_ref, rule="switch_not_reaching_consumer")
+    assert "actor_rollout_ref.ref.fsdp_config.use_torch_compile (= True)" in hit.message
+
+
+def test_legacy_keys_and_the_doctor_in_one_report(capsys):
+    """The legacy-key message and every other culprit in one report, not one per try."""
+    from recipe.dapo_ascend.config_utils import legacy_report
+    from recipe.dapo_ascend.main_dapo import _config_name
+
+    argv = ["--config-name", "dapo_qwen25_32b_npu", "reward_model.overlong_buffer.len=8",
+            "actor_rollout_ref.actor.grad_clip=0.5", "hydra.run.dir=."]
+    assert _config_name(argv) == ("dapo_qwen25_32b_npu", argv[2:4])
+    report = legacy_report(*_config_name(argv))
+    assert "reward_model.overlong_buffer.len -> reward.reward_kwargs.overlong_buffer_cfg.len" in report
+    assert "switch_not_reaching_consumer" in report and "REFUSED (2 error(s)" in report
+    assert legacy_report("dapo_qwen25_32b_npu", ["actor_rollout_ref.actor.grad_clip=0.5"]) is None  # the normal path
+    assert doctor_cli(argv[2:4]) == 2  # the doctor's command line: the same one report
+    assert "switch_not_reaching_consumer" in capsys.readouterr().out
 
 
 def test_upstream_dataclass_validation_runs_in_the_driver(npu):
@@ -137,7 +171,6 @@ def test_npu_torch_compile(npu):
     assert "npu_torch_compile" not in rules(variant(npu, {key: True, "trainer.device": "cpu"}))
 
 
-# The unread-keys analysis and its list: tests/verl_ascend/checks/test_unread_keys.py
 
 
 def test_env_profile_warning_becomes_a_warning(npu):

@@ -5,7 +5,8 @@ this distribution) and the environment the driver exported through Ray's ``runti
 Switched on by naming this module in ``VERL_USE_EXTERNAL_MODULES`` (upstream imports it at
 ``import verl`` in every process) and setting ``VERL_ASCEND_NODE_REPORT_DIR`` in the workers'
 environment (``+ray_kwargs.ray_init.runtime_env.env_vars.VERL_ASCEND_NODE_REPORT_DIR=DIR``);
-``scripts/two_node_cluster.sh run`` does both and prints a summary.
+``scripts/two_node_cluster.sh run`` does both (with ``scripts/`` on ``PYTHONPATH`` of the nodes and the
+driver, so upstream imports this file as ``node_report``) and prints a summary; nothing else uses it.
 
 Upstream imports external modules *before* it loads plugin entry points, so the record is
 written from a short-lived thread once ``import verl`` has finished: it then shows the
@@ -38,6 +39,9 @@ PLUGIN_MODULES = ("verl.cpu.plugin", "verl.ascend.plugin")
 
 
 def _verl_imported(timeout_s: float = 300.0) -> bool:
+    """Wait until another thread has finished importing verl. Reads importlib's private
+    ``ModuleSpec._initializing`` with a default (CPython has no public "import finished" flag): where the
+    attribute is missing the wait is skipped, nothing breaks."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         module = sys.modules.get("verl")
