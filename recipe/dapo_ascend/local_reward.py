@@ -11,6 +11,10 @@ third of a core during rollouts, for a function that compares two digits.
 reward handle, ``compute_score.remote(data)``, with an awaitable, and builds upstream's own
 ``RewardLoopWorker`` class in the agent-loop process the first time it is used: the same reward
 manager, reward function and ``reward_extra_info``, without the actor or the round trip.
+
+Seam ``recipe_reward_in_agent_loop`` (with ``DAPOAscendHooks.get_reward_handles``): on with
+``trainer.v1.dapo_ascend.reward_in_agent_loop=true`` (dapo_demo_cpu; off in dapo_base); goes when upstream can
+score rule-based rewards in the agent loop itself.
 """
 
 from __future__ import annotations

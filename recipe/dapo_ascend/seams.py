@@ -19,18 +19,6 @@ SEAMS: tuple[Seam, ...] = (
             "verl.trainer.ppo.v1.trainer_sync.PPOTrainerSync (and trainer_base.PPOTrainer) private members, "
             "overridden or called by recipe.dapo_ascend.trainer.DAPOAscendHooks (verl==0.9.1)"
         ),
-        why=(
-            "The recipe's trainer adds reward/agent-loop/tail metrics to upstream's _compute_metrics, a trace "
-            "check around upstream's profiling steps, the profiled step for the CPU backend's hf servers, the "
-            "replay buffer's poll interval, and a resume on new data that keeps the dataloader's fresh position "
-            "(_load_checkpoint); upstream offers no hook for any of these."
-        ),
-        switched_on="Always in the recipe's trainer, every trainer.v1.trainer_mode (recipe/dapo_ascend/modes.py).",
-        upstream_fix=(
-            "None filed yet: public trainer hooks (on_metrics(batch, metrics), on_profile_step_begin/end, a "
-            "replay-buffer factory option for poll_interval)."
-        ),
-        remove_when="upstream's trainer exposes these as public hooks.",
         test=_PR,
         code="recipe/dapo_ascend/trainer.py::DAPOAscendTrainer",
         fingerprints={
@@ -52,16 +40,6 @@ SEAMS: tuple[Seam, ...] = (
             "config.trainer.v1.trainer_mode, read by verl.trainer.main_ppo.TaskRunnerV1.run (get_trainer_cls) and "
             "verl.trainer.ppo.v1.trainer_base.PPOTrainer (verl==0.9.1)"
         ),
-        why=(
-            "Upstream's task runner picks the trainer class by trainer_mode, and its trainer then branches on the "
-            "same string (== 'sync': replay buffer class, refill rules, checkpoint contents; trainer.v1.<mode>: "
-            "the mode's settings). The entry point swaps in the recipe's registry name for the user's mode "
-            "(recipe/dapo_ascend/modes.py::to_registry_name, just before run_ppo) and the recipe's trainer puts "
-            "upstream's name back before upstream's __init__ reads it."
-        ),
-        switched_on="main_dapo.run -> modes.to_registry_name; DAPOAscendHooks.__init__, before upstream's __init__.",
-        upstream_fix="None filed yet: a class attribute (e.g. PPOTrainer.synchronous) instead of a mode string.",
-        remove_when="upstream decides sync/async by the trainer class, not by the mode name.",
         test=_PR,
         code="recipe/dapo_ascend/modes.py::to_registry_name, recipe/dapo_ascend/trainer.py::DAPOAscendHooks.__init__",
         fingerprints={
@@ -78,17 +56,6 @@ SEAMS: tuple[Seam, ...] = (
             "verl.trainer.ppo.v1.trainer_colocate_async.PPOTrainerColocateAsync and trainer_separate_async."
             "PPOTrainerSeparateAsync: the members behind the recipe's hooks in the async modes (verl==0.9.1)"
         ),
-        why=(
-            "The recipe's hooks sit in front of upstream's class for each mode (DAPOAscendColocateAsync, "
-            "DAPOAscendSeparateAsync) and lean on what those classes do: their partial-rollout client "
-            "(get_llm_client, kept), their weight sync in on_step_end, separate_async's rollout-pool profiling "
-            "stop in on_step_end (the trace check follows it) and its server managers, its __init__ asserts "
-            "(checked before Ray by verl_ascend/checks/rules_async.py), and ReplayBufferAsync.sample, which the "
-            "watchdog wraps."
-        ),
-        switched_on="trainer.v1.trainer_mode=colocate_async or separate_async in the recipe.",
-        upstream_fix="None filed yet: trainer callbacks instead of subclass hooks.",
-        remove_when="upstream's trainers take callbacks (composition) for metrics, profiling and step events.",
         test=_PR,
         code="recipe/dapo_ascend/trainer.py::DAPOAscendColocateAsync, recipe/dapo_ascend/trainer.py::DAPOAscendSeparateAsync",
         fingerprints={
@@ -112,13 +79,6 @@ SEAMS: tuple[Seam, ...] = (
             "PPOTrainerSync/PPOTrainer._fetch_one_gen_batch, _update_actor, _save_checkpoint, overridden by "
             "recipe.dapo_ascend.trainer.DAPOAscendTrainer to call its RunJournal component (verl==0.9.1)"
         ),
-        why=(
-            "The crash-safe run journal records each step's prompts, status and checkpoint markers around "
-            "upstream's batch fetch, actor update and checkpoint save."
-        ),
-        switched_on="Always in the recipe's trainer (its journal component, verl_ascend/run/journal.py::RunJournal).",
-        upstream_fix="None filed yet: trainer callbacks (on_batch, on_update, on_checkpoint_saved).",
-        remove_when="upstream's trainer exposes step callbacks.",
         test=_PR + "[recipe_journal_overrides]",
         code="recipe/dapo_ascend/trainer.py::DAPOAscendTrainer, verl_ascend/run/journal.py::RunJournal",
         fingerprints={
@@ -141,10 +101,6 @@ SEAMS: tuple[Seam, ...] = (
             "PPOTrainer._build_replay_buffer and _submit_batch_to_rollout, overridden by "
             "recipe.dapo_ascend.trainer.DAPOAscendTrainer to call its RolloutTail component (verl==0.9.1)"
         ),
-        why="The long-tail policy swaps in its sampler and notes the uids submitted for rollout.",
-        switched_on="Always in the recipe's trainer; acts when trainer.v1.dapo_ascend.rollout_tail is on.",
-        upstream_fix="None filed yet: a sampler_cls option for the replay buffer and a submit callback.",
-        remove_when="upstream lets a trainer choose its sampler class and observe submissions.",
         test="tests/recipe/test_rollout_tail.py",
         code="recipe/dapo_ascend/trainer.py::DAPOAscendTrainer, recipe/dapo_ascend/rollout_tail/component.py::RolloutTail",
         fingerprints={
@@ -160,13 +116,6 @@ SEAMS: tuple[Seam, ...] = (
             "verl.trainer.ppo.v1.replay_buffer.ReplayBuffer: private members overridden or called by "
             "TailMeter/TailCuttingSampler, and the module-private _accumulate_eviction_metrics (verl==0.9.1)"
         ),
-        why=(
-            "The tail-cutting sampler re-implements upstream's synchronous sample on upstream's own private "
-            "steps (sync metadata, eviction, selection, materialisation) to stop waiting for the slowest groups."
-        ),
-        switched_on="trainer.v1.dapo_ascend.rollout_tail enabled (TailMeter always measures).",
-        upstream_fix="None filed yet: a ReplayBuffer 'enough' predicate / early-stop hook in sample().",
-        remove_when="upstream's ReplayBuffer can cut the tail itself.",
         test="tests/recipe/test_rollout_tail.py",
         code="recipe/dapo_ascend/rollout_tail/sampler.py",
         fingerprints={
@@ -191,13 +140,6 @@ SEAMS: tuple[Seam, ...] = (
             "the ReplayBuffer instance upstream built is adopted by TailMeter.adopt: its __dict__ copied into an "
             "instance of our subclass (verl==0.9.1)"
         ),
-        why=(
-            "Upstream builds its buffer inside _build_replay_buffer with arguments of its own; adopting the "
-            "instance keeps those arguments without re-deriving them."
-        ),
-        switched_on="DAPOAscendTrainer._build_replay_buffer -> RolloutTail.adopt.",
-        upstream_fix="As for recipe_tail_sampler (a sampler_cls option would build ours directly).",
-        remove_when="upstream lets a trainer choose its sampler class.",
         test="tests/recipe/test_rollout_tail.py",
         code="recipe/dapo_ascend/rollout_tail/sampler.py::TailMeter.adopt",
         fingerprints={"verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.__init__": "34790114ebe5992e"},
@@ -211,10 +153,6 @@ SEAMS: tuple[Seam, ...] = (
             "verl.workers.rollout.router.GlobalRequestLoadBalancer._servers and ._inflight_requests, used by "
             "recipe.dapo_ascend.rollout_tail.balancer.OutstandingTokensBalancer (verl==0.9.1)"
         ),
-        why="The outstanding-tokens balancer places requests by decode budget on upstream's server table.",
-        switched_on="trainer.v1.dapo_ascend.rollout_tail.balance=outstanding_tokens (router_config_path YAML).",
-        upstream_fix="None filed yet: public servers()/inflight() accessors on GlobalRequestLoadBalancer.",
-        remove_when="upstream's balancer exposes its server table.",
         test="tests/recipe/test_rollout_tail.py",
         code="recipe/dapo_ascend/rollout_tail/balancer.py",
         fingerprints={
@@ -232,17 +170,6 @@ SEAMS: tuple[Seam, ...] = (
             "recipe.dapo_ascend.sole_server.SoleServerClient and SoleFullyAsyncServerClient; "
             "LLMServerManager.server_handles read (verl==0.9.1)"
         ),
-        why=(
-            "With one rollout server, upstream's client still asks the load-balancer actor for it and releases it "
-            "with two Ray calls per sample; on 2 CPU cores they were a tenth of the agent loop's time."
-        ),
-        switched_on=(
-            "DAPOAscendHooks.get_llm_client: exactly one rollout server, no rollout.router_config_path, "
-            "trainer.v1.dapo_ascend.rollout_tail off (sync); in the async modes one server in the mode's pool "
-            "and, in separate_async, trainer.v1.separate_async.hybrid_rollout.enable_switch off."
-        ),
-        upstream_fix="None filed yet: LLMServerClient skipping the balancer when the registry holds one server.",
-        remove_when="upstream's client routes a single server without the balancer.",
         test="tests/recipe/test_sole_server.py",
         code="recipe/dapo_ascend/sole_server.py::SoleServerClient",
         fingerprints={
@@ -267,13 +194,6 @@ SEAMS: tuple[Seam, ...] = (
             "recipe.dapo_ascend.local_reward.InProcessRewardHandle with upstream's RewardLoopWorker built in that "
             "process; config.reward.num_workers written 0 before RewardLoopManager reads it (verl==0.9.1)"
         ),
-        why=(
-            "A rule-based reward costs a Ray call per sample to a reward actor that unpickles the sample: a third "
-            "of a core on the 2-core demo machine for a two-digit comparison. In the agent loop it is a function call."
-        ),
-        switched_on="trainer.v1.dapo_ascend.reward_in_agent_loop=true (dapo_demo_cpu; off in dapo_base).",
-        upstream_fix="None filed yet: a reward.mode=in_agent_loop for rule-based rewards.",
-        remove_when="upstream can score rule-based rewards in the agent loop itself.",
         test="tests/recipe/test_local_reward.py",
         code="recipe/dapo_ascend/local_reward.py, recipe/dapo_ascend/trainer.py::DAPOAscendTrainer.get_reward_handles",
         fingerprints={

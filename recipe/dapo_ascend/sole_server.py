@@ -44,7 +44,15 @@ class _SoleServer:
 
 
 class SoleServerClient(_SoleServer, LLMServerClient):
-    """Upstream's client (sync mode) without the balancer."""
+    """Upstream's client (sync mode) without the balancer.
+
+    Seam ``recipe_sole_server_client``: with one rollout server upstream's client still asks the load-balancer
+    actor for it and releases it, two Ray calls per sample (a tenth of the agent loop's time on 2 CPU cores).
+    Chosen by ``DAPOAscendHooks.get_llm_client`` for exactly one server, no ``rollout.router_config_path`` and
+    the tail policy off (sync), or one server in the mode's pool (async; in separate_async,
+    ``hybrid_rollout.enable_switch`` off). Goes when upstream's client routes a single server without the
+    balancer.
+    """
 
 
 class SoleFullyAsyncServerClient(_SoleServer, FullyAsyncLLMServerClient):

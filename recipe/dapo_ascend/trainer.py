@@ -130,6 +130,20 @@ class DAPOAscendHooks(PPOTrainer):
 
     The hooks below are the only places they are called, in the order written there. ``MODE`` is
     upstream's trainer mode of the concrete class (set by the three classes below).
+
+    Seams (rows in ``recipe/dapo_ascend/seams.py``): upstream offers no public hook for any of this.
+    ``recipe_trainer_overrides``: reward/agent-loop/tail metrics in ``_compute_metrics``, the trace check
+    around upstream's profiling steps, the profiled step of the CPU ``hf`` servers, the replay buffer's poll
+    interval, and a resume on new data that keeps the dataloader's fresh position (``_load_checkpoint``);
+    ``recipe_journal_overrides``: the journal around the batch fetch, actor update and checkpoint save;
+    ``recipe_tail_trainer_overrides``: the tail policy swaps in its sampler and notes the submitted uids;
+    ``recipe_trainer_async_modes``: the async classes lean on upstream's partial-rollout client, its weight
+    sync and separate_async's rollout-pool profiling stop in ``on_step_end``, its server managers, its
+    ``__init__`` asserts (checked before Ray by ``verl_ascend/checks/rules_async.py``) and
+    ``ReplayBufferAsync.sample``, which the watchdog wraps; ``recipe_trainer_mode_sync``: see ``__init__``.
+    They go when upstream's trainers take callbacks (composition) for metrics, profile steps,
+    batch/update/checkpoint events, the sampler class and submissions, and decide sync/async by class rather
+    than by the mode's name.
     """
 
     MODE = "sync"

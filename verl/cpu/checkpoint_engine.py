@@ -78,7 +78,16 @@ class GlooCheckpointEngine(CheckpointEngine):
     """Broadcast the trainer's weights from trainer rank 0 to every rollout worker over gloo.
 
     ``engine_kwargs.gloo.timeout_s`` (default 600) bounds each collective, so a peer that died
-    ends the sync with an error instead of a hang."""
+    ends the sync with an error instead of a hang.
+
+    Seam ``cpu_gloo_checkpoint_engine``: upstream's asynchronous trainer modes need an engine that moves
+    weights between separate processes, and every shipped one needs a device (nccl, which is HCCL on NPU;
+    nixl; mooncake) or one process (naive). It implements upstream's abstract protocol, so a change in how the
+    manager calls it or in what the workers pass to its constructor (``bucket_size``, ``is_master``,
+    ``engine_kwargs``) would break it silently: the fingerprints watch those. Selected by
+    ``checkpoint_engine.backend=gloo`` with ``custom_backend_module=verl.cpu.checkpoint_engine``; goes when
+    upstream ships a gloo checkpoint engine.
+    """
 
     def __init__(self, bucket_size: int, is_master: bool = False, timeout_s: float = 600.0, **unknown: Any) -> None:
         if unknown:  # engine_kwargs.gloo holds only what this engine reads: a misspelt key would do nothing

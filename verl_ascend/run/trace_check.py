@@ -473,6 +473,9 @@ def attach_trace_check(trainer: Any, config: Any = None) -> Optional[TraceCheck]
     (``_stop_rollout_profiling``). This wraps those methods *on the given instance* (the class is
     untouched): the time is taken before the profilers start, and the disk is checked once they have
     stopped. Returns the hook, or None when nothing is profiled or ``profile_check.enable`` is False.
+
+    For trainers without the recipe's class (seam ``profiler_trace_check_rebind``, called by a user); it goes
+    when upstream's trainer exposes profile-step hooks.
     """
     hook = TraceCheck.from_config(config if config is not None else trainer.config)
     if hook is None:

@@ -24,6 +24,10 @@ How (``trainer.v1.dapo_ascend.warm_workers: N``):
 * Actors created with an environment of their own (upstream's worker group sets per-rank
   variables) always get a new process, and a worker that ran a Ray *task* (upstream runs one to
   pick the worker group's master port) is not given to an actor: count one worker for that task.
+
+Seam ``driver_warm_ray_workers``: on with ``trainer.v1.dapo_ascend.warm_workers > 0`` (dapo_demo_cpu: 7; 0 in
+dapo_base), driver-local Ray, CPU; goes when upstream's ``run_ppo`` prestarts workers that preload verl, or
+starts its actors side by side.
 """
 
 from __future__ import annotations

@@ -33,6 +33,11 @@ Config (top-level section of the recipe's configs, parsed by ``verl_ascend/run/o
     fault_tolerance:
       rollout_timeout_s: 1800   # no rollout progress for this long fails the step; 0 = off
       server_ping_timeout_s: 60 # a ping unanswered this long marks a server unresponsive
+
+Seams ``recipe_watchdog_overrides`` (it names each server by the private address of its replica:
+``server_address`` is a method only on live replicas), ``recipe_watchdog_engine_probe`` and
+``recipe_watchdog_buffer_rebind``: they go when upstream's rollout servers expose a health check that reports
+the engine's state and its ``ReplayBuffer`` calls a health callback in its poll loop.
 """
 
 from __future__ import annotations

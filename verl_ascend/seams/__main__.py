@@ -28,6 +28,7 @@ def rows(seams=None) -> list[dict]:
                 "why": why,
                 "members": len(seam.fingerprints),
                 "install": seam.install,
+                "code": seam.code,  # its docstring says why the row exists and what upstream change retires it
             }
         )
     return out

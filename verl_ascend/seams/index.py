@@ -2,9 +2,11 @@
 
 Upstream verl, transformers, vLLM (and torch) are pinned dependencies. Wherever this
 distribution depends on them beyond their public API, the contact is a :class:`Seam` row --
-nowhere else -- with its target, why it exists, how it is switched on, the upstream change that
-would make it unnecessary, when it can go (prose *and* an executable condition, ``removable_if``),
-the test that guards it and the source fingerprint of every upstream member it touches.
+nowhere else -- with what a machine checks: its target, the test that guards it, the source
+fingerprint of every upstream member it touches and when it can go (an executable condition,
+``removable_if``). Why it exists, how it is switched on and the upstream change that would make it
+unnecessary are said once, in the docstring of the code the row names (``code``), which names the
+row's id.
 
 Rows live next to the code they describe: each home declares a tuple of its rows (``SEAMS`` in
 ``verl/ascend/seams.py``, ``verl/cpu/seams.py``, ``recipe/dapo_ascend/seams.py``,
@@ -153,21 +155,19 @@ Condition = Union[HasAttr, SourceContains, SourceLacks, VersionSatisfies]
 
 @dataclass(frozen=True)
 class Seam:
+    """One contact, as far as a machine checks it. Why it exists, how it is switched on and what upstream
+    change would retire it are said in the docstring of the code it names (``code``), next to that code."""
+
     id: str
     target: str  # what is replaced, read or overridden, with the pinned version it was written against
-    why: str
-    switched_on: str
-    upstream_fix: str  # the upstream change that would make the row unnecessary
-    remove_when: str  # prose; ``removable_if`` is the executable form
     test: str  # pytest node id(s) that fail when the target changes
-    code: str  # where the contact lives in this project
+    code: str  # where the contact lives in this project; its docstring names the row's id and says why
     kind: str = "runtime-patch"
     stage: str = "none"
     install: Optional[str] = None  # "module:function" run by install(stage); None: nothing to install
     fingerprints: dict[str, str] = field(default_factory=dict)  # member spec -> sha256[:16]
     removable_if: tuple[Condition, ...] = ()  # any one met: the row can go
     covers: tuple[str, ...] = ()  # scanned contact names covered without a member of that name
-
 
 
 def source_fingerprint(spec: str) -> str:

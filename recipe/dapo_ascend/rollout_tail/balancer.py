@@ -12,6 +12,9 @@ Installed through upstream's ``actor_rollout_ref.rollout.router_config_path`` (a
 ``rollout_tail.balance=outstanding_tokens`` and the user has not set a router of their own.
 Stickiness is kept for multi-turn requests already placed (same ``request_id`` while in flight)
 but not across an abort: a resumed request re-prefills anyway (aborts reset the prefix cache).
+
+Seam ``recipe_balancer``: it reads upstream's server table; it goes when ``GlobalRequestLoadBalancer`` exposes
+public ``servers()``/``inflight()`` accessors.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ Two subclasses of upstream's synchronous ``ReplayBuffer`` (``trainer/ppo/v1/repl
 
 Both are made from the buffer upstream built (``adopt``), so upstream's constructor arguments
 (filter metric, refill function, poll interval) are kept as they are.
+
+Seam ``recipe_tail_sampler``: the cutting sampler re-implements upstream's synchronous ``sample`` on
+upstream's own private steps (sync metadata, eviction, selection, materialisation); it goes when upstream's
+``ReplayBuffer`` can cut the tail itself (an 'enough' predicate or early-stop hook in ``sample``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class TailMeter(ReplayBuffer):
 
     @classmethod
     def adopt(cls, buffer: ReplayBuffer, **attrs) -> "TailMeter":
+        """A sampler of this class made from the buffer upstream built in ``_build_replay_buffer``, keeping
+        upstream's constructor arguments without re-deriving them (seam ``recipe_tail_sampler_adopt``; goes
+        when upstream lets a trainer choose its sampler class)."""
         new = cls.__new__(cls)
         new.__dict__.update(buffer.__dict__)
         new._tail = None

@@ -68,8 +68,7 @@ HOME_MODULE = '''
 from verl_ascend.seams.index import Seam
 
 def row(id, stage="none"):
-    return Seam(id=id, target="t", why="w", switched_on="s", upstream_fix="u", remove_when="r", test="t",
-                code="c", stage=stage)
+    return Seam(id=id, target="t", test="t", code="c", stage=stage)
 
 A = (row("shared"), row("only_a"))
 B = (row("shared"),)

@@ -98,6 +98,12 @@ def install() -> bool:
     """Install the stand-in ``torch_npu`` and ``torch.npu``; returns whether the emulator is active.
 
     Idempotent. Does nothing (returns False) when a real ``torch_npu`` imports.
+
+    Seam ``emulator_torch_npu_modules``: upstream verl imports ``torch_npu`` and calls its members on the NPU
+    platform, so the stand-ins let the Ascend backend's tests and the emulated-NPU e2e run go without Ascend
+    hardware. Only with ``VERL_ASCEND_NPU_EMULATOR=1`` and no real torch_npu; never on real NPUs. A test
+    double, not a fix (torch has no registry for device stand-ins): it stays while the NPU tests run without
+    Ascend hardware.
     """
     if active():
         return True

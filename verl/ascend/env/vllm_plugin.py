@@ -23,6 +23,9 @@ vllm-ascend 0.10.0rc1-0.11.x (worker patches rebinding names at import). Every s
 (vllm-ascend PR #2167, v0.10.2rc1) and looks kernels up at call time (PR #4354, v0.12.0rc1), and
 imports its worker patches in ``NPUWorker.__init__`` before the model loads, so the hook acted on
 no supported version and was removed.
+
+Seam ``vllm_env_check``: a check, not a fix (vLLM has no hook that reports a process's environment); it stays
+while the env profile is delivered through the rollout servers' ``runtime_env``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ exits 2 naming the key and the accepted values. Other platforms get upstream's f
 Installed only where ``__main__`` is ``verl.trainer.main_ppo``: the recipe runs the same checks in
 its preflight, and Ray workers never call it. Registered in :mod:`verl_ascend.seams.index` as
 ``ascend_auto_set_device``.
+
+Upstream fix (none filed yet): ``main_ppo`` checking mandatory values (``OmegaConf.missing_keys``) and the
+rollout engine before ``ray.init``, or a platform hook called by ``auto_set_device``; the row goes once
+upstream's driver refuses an unset or uninstalled engine before Ray starts.
 """
 
 from __future__ import annotations

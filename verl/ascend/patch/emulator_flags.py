@@ -10,6 +10,9 @@ the GPU/CPU branches while the platform says "huawei". This sets the flag (in
 to True while the emulator is installed, and restores it on uninstall.
 
 Registered in :mod:`verl.ascend.seams` as ``emulator_npu_flag``.
+
+Upstream fix (none filed yet): evaluate ``is_npu_available`` lazily, after ``verl.plugins`` load (or through
+the platform); the row goes then.
 """
 
 from __future__ import annotations

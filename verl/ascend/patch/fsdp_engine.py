@@ -11,6 +11,10 @@ leaves upstream's per-model patch to architectures verl-ascend does not cover. O
 platform it calls upstream's original unchanged.
 
 Registered in :mod:`verl.ascend.seams` as ``fsdp_npu_patch_hook``.
+
+Armed by the ``verl.plugins`` entry point in every process, applied when upstream imports
+``verl.workers.engine.fsdp.utils``. Upstream fix (none filed yet): per-op switches, Llama and a ``model_type``
+argument in ``verl/models/transformers/npu_patch.py``; remove the row then.
 """
 
 from __future__ import annotations

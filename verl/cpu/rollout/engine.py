@@ -297,6 +297,12 @@ def _trim_left(past, attention: torch.Tensor) -> torch.Tensor:
     running batch, a decode step took 28.7 ms untrimmed against 20.0 ms in sync on the same workload
     (docs/ascend_tutorial/async_training.md). Masked positions weigh exactly zero in attention and
     positions are explicit, so the numerics do not change.
+
+    Seam ``cpu_hf_kv_cache_rebind`` (with :meth:`_BatchState.merge`): transformers has no public left crop or
+    batch concatenation of its cache, so each layer's keys/values are rebound. It relies on ``DynamicLayer``
+    keeping no other length state (``update`` concatenates along the sequence,
+    ``get_seq_length``/``get_mask_sizes`` read ``keys.shape``; a sliding-window layer's ``cumulative_length``
+    would go stale). Goes when transformers' cache offers both.
     """
     live = attention.any(dim=0).nonzero()
     lead = int(live[0]) if len(live) else 0

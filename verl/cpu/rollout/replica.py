@@ -17,6 +17,11 @@ def server_actor_name(replica_rank: int, node_rank: int = 0, prefix: str = "hf_"
 
 
 class HFReplica(RolloutReplica):
+    """The replica of ``actor_rollout_ref.rollout.name=hf``: launches the CPU backend's HF rollout server and
+    fills in the private handle and address upstream's ``server_handle``/``server_address`` return (seam
+    ``cpu_hf_replica``; goes when upstream's ``RolloutReplica`` lets a subclass return them from a launch
+    hook)."""
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.world_size != 1:

@@ -19,6 +19,10 @@ and only brackets the plain (unquantized, non-LoRA) sync with that reload.
 its lineage) and the rollout environment. Ask for it through vLLM's ``collective_rpc``, or set
 ``VERL_CPU_VLLM_PROBE_DIR``: after each weight sync every worker writes it there as
 ``<pid>.json`` (what the end-to-end test reads).
+
+Seam ``cpu_vllm_weight_sync``: named as ``worker_extension_cls`` by ``cpu_vllm_server`` on the CPU platform.
+Goes when upstream's ``update_weights_from_ipc`` reloads through vLLM's
+``initialize/finalize_layerwise_reload`` (as vLLM's own ``reload_weights`` does).
 """
 
 from __future__ import annotations
