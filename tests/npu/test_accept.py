@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from verl.ascend.accept import cli, ops_check, run_check, vllm_env
-from verl.ascend.accept.report import FAIL, PASS, SKIPPED, Check, exit_code, write_report
+from verl.ascend.accept.record import FAIL, PASS, SKIPPED, Check, exit_code, write_report
 from verl_ascend.checks.exits import OK, REFUSED
 
 
@@ -186,7 +186,7 @@ def test_dapo_check_needs_both_steps_and_every_fused_kernel(tmp_path):
 
 
 def test_no_trace_is_read_when_the_dapo_run_failed(tmp_path):
-    check = run_check.trace_check(tmp_path, emulated=True, tp=1, mc2_requested=False, run_ok=False)
+    check = run_check.trace_kernels_check(tmp_path, emulated=True, tp=1, mc2_requested=False, run_ok=False)
     assert check.verdict == FAIL
     assert check.detail == [f"no profiled step to read: the dapo run failed (see {tmp_path / 'run.log'})"]
 

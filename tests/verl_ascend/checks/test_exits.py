@@ -20,7 +20,7 @@ COMMANDS = (
     "verl/ascend/env/__main__.py",
     "verl/ascend/env/stack_gate.py",
     "verl/ascend/accept/cli.py",
-    "verl/ascend/accept/report.py",
+    "verl/ascend/accept/record.py",
     "verl_ascend/report/gate.py",
 )
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from verl_ascend import envs
 from verl_ascend.checks.exits import OK, REFUSED
 
-from verl.ascend.accept.report import FAIL, SKIPPED, Check, exit_code, metadata, writable_folder, write_report
+from verl.ascend.accept.record import FAIL, SKIPPED, Check, exit_code, metadata, writable_folder, write_report
 
 CHECKS = ("stack", "fused_ops", "vllm_env", "dapo", "trace")
 
@@ -137,7 +137,7 @@ def run_checks(args: argparse.Namespace, folder: Path, emulated: bool) -> list[C
         checks.append(_timed("dapo", dapo))
         if "trace" in args.checks:
             mc2 = args.tp > 1 and not emulated
-            checks.append(_timed("trace", run_check.trace_check, run_dir, emulated, args.tp, mc2, status.get("code") == 0))
+            checks.append(_timed("trace", run_check.trace_kernels_check, run_dir, emulated, args.tp, mc2, status.get("code") == 0))
     return [on_cpu(c) for c in checks] if emulated else checks
 
 

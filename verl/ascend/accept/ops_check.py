@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from verl.ascend.accept.report import Check
+from verl.ascend.accept.record import Check
 from verl.ascend.emulator import fused_ops
 from verl.ascend.ops.limits import OP_TOLERANCES
 

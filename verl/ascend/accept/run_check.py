@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verl.ascend.accept.report import Check
+from verl.ascend.accept.record import Check
 from verl.ascend.ops import KERNELS
 from verl.ascend.ops import counts as op_counts
 
@@ -110,7 +110,7 @@ def emulator_ranges(paths: list[Path]) -> dict[str, int]:
     return found
 
 
-def trace_check(folder: Path, emulated: bool, tp: int, mc2_requested: bool, run_ok: bool = True) -> Check:
+def trace_kernels_check(folder: Path, emulated: bool, tp: int, mc2_requested: bool, run_ok: bool = True) -> Check:
     from verl_ascend.run.trace_check import check_traces, find_traces
     from verl_ascend.report.report import build_report
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from verl.ascend import emulator
-from verl.ascend.accept.report import Check
+from verl.ascend.accept.record import Check
 from verl.ascend.env.profile import RAY_ENV_KEY, apply_to_config
 from verl.ascend.env.vllm_plugin import REPORT_DIR_ENV
 

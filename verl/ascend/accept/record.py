@@ -1,4 +1,6 @@
-"""The acceptance report: one :class:`Check` per step, written as ``accept.json`` and ``accept.txt``.
+"""The acceptance record: one :class:`Check` per step, written as ``accept.json`` and ``accept.txt``.
+
+(Not :mod:`verl_ascend.report`, the offline profiling report, which a check of this run reads.)
 
 Each check carries what was measured (``value``), its verdict and, on a CPU host, which parts are
 device-only and were skipped there and what stood in for them, so a green CPU run never reads as a
