@@ -73,10 +73,6 @@ def union(*sets: Blocks) -> Blocks:
     return merge(np.concatenate([b.starts for b in sets]), np.concatenate([b.ends for b in sets]))
 
 
-def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
-    return merge(starts, ends).length
-
-
 def intersect_length(a: Blocks, b: Blocks) -> float:
     """Measure of the intersection of two block sets: |A| + |B| - |A u B|."""
     if not len(a.starts) or not len(b.starts):

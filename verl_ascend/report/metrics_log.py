@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator
 
 from verl_ascend.report.problems import InputFormatError, InputProblem
 
@@ -139,7 +139,3 @@ def read_step_values(path: str | Path) -> tuple[dict[int, dict[str, float]], lis
         raise _no_valid_record(path, problems)
     return dict(sorted(by_step.items())), problems
 
-
-def phase_mean(steps: list[StepRecord], phase: str) -> Optional[float]:
-    values = [s.timing[phase] for s in steps if phase in s.timing]
-    return sum(values) / len(values) if values else None

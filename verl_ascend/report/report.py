@@ -149,10 +149,6 @@ def _pct(x: Optional[float]) -> str:
     return "  n/a" if x is None else f"{100 * x:5.1f}%"
 
 
-def _s(x: Optional[float]) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
 def render_text(report: Report) -> str:
     d = report.data
     out: list[str] = ["verl-ascend profile report", ""]

@@ -40,7 +40,6 @@ OWNER_FILE = "owner.json"
 # Bytes per parameter in one checkpoint, by ``actor.checkpoint.save_contents`` entry: fp32 weights
 # (FSDP keeps fp32 master weights), Adam's two fp32 moments, a bf16 HF copy.
 BYTES_PER_PARAM = {"model": 4, "optimizer": 8, "hf_model": 2}
-SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 
 
 class StartRefused(ValueError):

@@ -196,12 +196,11 @@ class SeamIndexError(ValueError):
     """A home's declaration of rows that cannot join the index (names the home or the row)."""
 
 
-def assemble(points, homes: Optional[dict[str, str]] = None) -> tuple[Seam, ...]:
+def assemble(points) -> tuple[Seam, ...]:
     """The one index from each home's declaration: entry points of :data:`ENTRY_POINT_GROUP`, each
     naming a tuple of :class:`Seam` rows, taken in the order of their names. A home that declares
     something else, a row with an unknown kind or stage, or an id two homes (or one home twice)
-    declare is refused with :class:`SeamIndexError` naming the home and the row. ``homes``, if
-    given, receives each row's declaration (row id -> entry point value)."""
+    declare is refused with :class:`SeamIndexError` naming the home and the row."""
     rows: list[Seam] = []
     home: dict[str, str] = {}
     for point in sorted(points, key=lambda p: p.name):
@@ -222,13 +221,10 @@ def assemble(points, homes: Optional[dict[str, str]] = None) -> tuple[Seam, ...]
                 )
             home[seam.id] = point.value
             rows.append(seam)
-    if homes is not None:
-        homes.update(home)
     return tuple(rows)
 
 
 _index: Optional[tuple[Seam, ...]] = None
-_homes: dict[str, str] = {}  # row id -> the entry point value that declared it ("module:attribute")
 
 
 def assembled() -> tuple[Seam, ...]:
@@ -237,17 +233,11 @@ def assembled() -> tuple[Seam, ...]:
     if _index is None:
         from importlib.metadata import entry_points
 
-        rows = assemble(entry_points(group=ENTRY_POINT_GROUP), _homes)
+        rows = assemble(entry_points(group=ENTRY_POINT_GROUP))
         if not rows:  # metadata older than setup.py: the backends' patches would silently not install
             raise SeamIndexError(f"no seam rows in the entry-point group {ENTRY_POINT_GROUP}; {REINSTALL}")
         _index = rows
     return _index
-
-
-def home_of(seam_id: str) -> str:
-    """The declaration (``"module:attribute"`` of its entry point) a row of the index comes from."""
-    assembled()
-    return _homes[seam_id]
 
 
 def __getattr__(name: str):
