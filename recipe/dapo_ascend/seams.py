@@ -45,33 +45,6 @@ SEAMS: tuple[Seam, ...] = (
         removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.on_compute_metrics"),),
     ),
     Seam(
-        id="recipe_trainer_mode_sync",
-        kind="instance-rebind",
-        stage="trainer",
-        target=(
-            "config.trainer.v1.trainer_mode, read by verl.trainer.main_ppo.TaskRunnerV1.run (get_trainer_cls) and "
-            "verl.trainer.ppo.v1.trainer_base.PPOTrainer (verl==0.9.1)"
-        ),
-        why=(
-            "Upstream's task runner picks the trainer class by trainer_mode, and its trainer then branches on the "
-            "same string (== 'sync': replay buffer class, refill rules, checkpoint contents; trainer.v1.<mode>: "
-            "the mode's settings). The entry point swaps in the recipe's registry name for the user's mode "
-            "(recipe/dapo_ascend/modes.py::to_registry_name, just before run_ppo) and the recipe's trainer puts "
-            "upstream's name back before upstream's __init__ reads it."
-        ),
-        switched_on="main_dapo.run -> modes.to_registry_name; DAPOAscendHooks.__init__, before upstream's __init__.",
-        upstream_fix="None filed yet: a class attribute (e.g. PPOTrainer.synchronous) instead of a mode string.",
-        remove_when="upstream decides sync/async by the trainer class, not by the mode name.",
-        test=_PR,
-        code="recipe/dapo_ascend/modes.py::to_registry_name, recipe/dapo_ascend/trainer.py::DAPOAscendHooks.__init__",
-        fingerprints={
-            "verl.trainer.ppo.v1.trainer_base:PPOTrainer#trainer_mode": "4a99764148d80312",
-            "verl.trainer.main_ppo:TaskRunnerV1.run#get_trainer_cls(": "1a68348ba6a97c4c",
-        },
-        covers=("trainer_mode",),
-        removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.synchronous"),),
-    ),
-    Seam(
         id="recipe_trainer_async_modes",
         kind="private-override",
         target=(

@@ -1,6 +1,6 @@
 """Rollout and training on one time axis, for upstream's asynchronous trainer modes.
 
-Upstream verl 0.9.1 runs a step in one of three ways (``trainer.v1.trainer_mode``): ``sync`` and
+Upstream verl 0.9.1 runs a step in one of three ways (its trainer mode): ``sync`` and
 ``colocate_async`` share one pool of devices between rollout and training (they take turns; the async
 one keeps sampling ahead with partial rollout), ``separate_async`` gives rollout a pool of its own
 that samples while the trainer pool trains, and moves the weights between them through a checkpoint
@@ -32,14 +32,14 @@ from typing import Optional
 
 import numpy as np
 
+from verl_ascend import trainer_mode
 from verl_ascend.report import intervals
 from verl_ascend.report.intervals import Blocks
 from verl_ascend.report.lanes import LaneStats
 from verl_ascend.report.run_settings import RunSettings
 from verl_ascend.report.settings import Settings
+from verl_ascend.trainer_mode import ASYNC_MODES
 
-ASYNC_MODES = ("colocate_async", "separate_async")
-MODES = ("sync",) + ASYNC_MODES
 TRAINER, ROLLOUT = "trainer", "rollout"
 SYNC_LANE = "weight sync"
 
@@ -83,9 +83,9 @@ def detect_mode(forced: Optional[str], run: RunSettings, values: dict[int, dict]
     or traces where rollout and training were busy at the same time; else sync."""
     if forced:
         return forced, "--trainer-mode"
-    mode = run.config("trainer.v1.trainer_mode") if run.has_config else None
+    mode = run.config(trainer_mode.KEY) if run.has_config else None
     if mode is not None:
-        return (mode if mode in ASYNC_MODES else "sync"), "run config (trainer.v1.trainer_mode)"
+        return (mode if mode in ASYNC_MODES else "sync"), f"run config ({trainer_mode.KEY})"
     for step in values.values():
         for key in step:
             if any(r.search(key) for r in settings.separate_marker_res):
