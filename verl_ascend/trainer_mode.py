@@ -27,38 +27,33 @@ DEFAULT = SYNC  # upstream's ppo_trainer.yaml
 ASYNC_MODES = (COLOCATE, SEPARATE)
 MODES = (SYNC, *ASYNC_MODES)
 HYBRID_KEY = "actor_rollout_ref.hybrid_engine"
-
-
 _ABSENT = object()
 
 
-def _select(config: Any, dotted: str) -> Any:
-    """``dotted`` from a DictConfig, a ``ConfigView`` (its ``.config``) or a plain nested mapping; ``_ABSENT`` if absent."""
+def _get(config: Any, dotted: str) -> Any:
+    """``dotted`` from a DictConfig, a plain mapping or a ``ConfigView`` (its ``.config``); ``_ABSENT`` if absent.
+
+    Read as the checks read (unresolvable counts as absent); this home imports nothing of theirs."""
     from omegaconf import DictConfig, OmegaConf
 
     if not isinstance(config, (DictConfig, Mapping)):
         config = getattr(config, "config", None)  # a ConfigView
     if isinstance(config, DictConfig):
         return OmegaConf.select(config, dotted, default=_ABSENT, throw_on_resolution_failure=False)
-    node = config
     for part in dotted.split("."):
-        node = node.get(part, _ABSENT) if isinstance(node, Mapping) else _ABSENT
-    return node
+        config = config.get(part, _ABSENT) if isinstance(config, Mapping) else _ABSENT
+    return config
 
 
 def mode_of(config: Any) -> str:
     """The mode a config asks for (:data:`DEFAULT` when the key is absent), as written: a value upstream does
     not know (``null`` included, which upstream's lookup refuses) stays, for the checks to name."""
-    mode = _select(config, KEY)
+    mode = _get(config, KEY)
     return DEFAULT if mode is _ABSENT else str(mode)
 
 
-def is_async(config: Any) -> bool:
-    return mode_of(config) in ASYNC_MODES
-
-
 @dataclass(frozen=True)
-class Pools:
+class Placement:
     """What runs where in a mode, as upstream's V1 trainers place it.
 
     ``trainer_rollout``: the trainer pool also hosts rollout replicas (upstream's hybrid engine in
@@ -71,19 +66,15 @@ class Pools:
     rollout_pool: bool
 
 
-def pools(config: Any) -> Pools:
-    mode = mode_of(config)
-    hybrid = _select(config, HYBRID_KEY)
-    hybrid = None if hybrid is _ABSENT else hybrid
-    if isinstance(hybrid, str):
-        from verl_ascend.envs import parse_bool
+def placement(config: Any) -> Placement:
+    from verl_ascend.envs import parse_bool
 
-        try:
-            hybrid = parse_bool(HYBRID_KEY, hybrid)
-        except ValueError:  # the schema rules name an unreadable value; here it is just "not on"
-            hybrid = False
-    hybrid = True if hybrid is None else bool(hybrid)
-    return Pools(mode, trainer_rollout=hybrid or mode != SEPARATE, rollout_pool=mode == SEPARATE)
+    mode, hybrid = mode_of(config), _get(config, HYBRID_KEY)
+    try:  # absent or null: upstream's default (on); text: as the checks parse it, unreadable = off
+        hybrid = True if hybrid in (_ABSENT, None) else parse_bool(HYBRID_KEY, hybrid)
+    except ValueError:
+        hybrid = False
+    return Placement(mode, trainer_rollout=hybrid or mode != SEPARATE, rollout_pool=mode == SEPARATE)
 
 
 # ------------------------------------------------------------------ the recipe's trainer for the user's mode

@@ -56,7 +56,7 @@ def test_the_file_count_catches_each_way_of_reading_the_key(tmp_path):
 
 @pytest.mark.parametrize("wrap", [OmegaConf.create, dict, lambda d: ConfigView(OmegaConf.create(d))],
                          ids=["DictConfig", "dict", "ConfigView"])
-def test_mode_of_and_pools_read_every_kind_of_config(wrap):
+def test_mode_of_and_placement_read_every_kind_of_config(wrap):
     def config(mode, hybrid=True):
         return wrap({"trainer": {"v1": {"trainer_mode": mode}}, "actor_rollout_ref": {"hybrid_engine": hybrid}})
 
@@ -64,10 +64,10 @@ def test_mode_of_and_pools_read_every_kind_of_config(wrap):
     assert trainer_mode.mode_of(config("separate_async")) == "separate_async"
     assert trainer_mode.mode_of(config(None)) == "None"  # upstream's lookup refuses null: so do the checks
     assert trainer_mode.mode_of(config("fully_async")) == "fully_async"
-    assert trainer_mode.pools(config("sync", hybrid=False)) == trainer_mode.Pools("sync", True, False)
-    assert trainer_mode.pools(config("separate_async")) == trainer_mode.Pools("separate_async", True, True)
-    assert trainer_mode.pools(config("separate_async", hybrid="false")) == trainer_mode.Pools("separate_async", False, True)
-    assert trainer_mode.pools(config("separate_async", hybrid=None)).trainer_rollout  # null: upstream's default
+    assert trainer_mode.placement(config("sync", hybrid=False)) == trainer_mode.Placement("sync", True, False)
+    assert trainer_mode.placement(config("separate_async")) == trainer_mode.Placement("separate_async", True, True)
+    assert trainer_mode.placement(config("separate_async", hybrid="false")) == trainer_mode.Placement("separate_async", False, True)
+    assert trainer_mode.placement(config("separate_async", hybrid=None)).trainer_rollout  # null: upstream's default
 
 
 # -- the recipe's trainer for the user's mode, inside the task runner's run only ----------------------

@@ -143,7 +143,7 @@ RULES = (hccl_engine_stack,)
 # ------------------------------------------------------------------------------ the pools, for DRY_RUN
 def pool_lines(config) -> list[str]:
     """Which env-profile roles reach each resource pool of an asynchronous NPU job, and its card mapping."""
-    where = trainer_mode.pools(config)
+    where = trainer_mode.placement(config)
     mode = where.mode
     if ConfigView(config).get("trainer.device") != "npu" or mode not in trainer_mode.ASYNC_MODES:
         return []

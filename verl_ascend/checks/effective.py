@@ -154,7 +154,7 @@ def mode_settings(config: DictConfig) -> dict[str, Any]:
     from verl_ascend.checks.view import ConfigView
 
     view = ConfigView(config)
-    where = trainer_mode.pools(config)
+    where = trainer_mode.placement(config)
     mode = where.mode
     if mode not in trainer_mode.ASYNC_MODES:
         return {}

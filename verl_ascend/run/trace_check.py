@@ -154,7 +154,7 @@ def pools(config: Any) -> Optional[Pools]:
     replica_world = 1
     for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
         replica_world *= max(_int(_get(config, f"actor_rollout_ref.rollout.{key}", 1) or 1, 1), 1)
-    where = trainer_mode.pools(config)
+    where = trainer_mode.placement(config)
     n_trainer = max(world // replica_world, 1) if where.trainer_rollout else 0
     n_pool = 0
     if where.rollout_pool:
@@ -186,7 +186,7 @@ def expected_traces(config: Any) -> list[str]:
     out = ["train"] if bool(_get(config, "actor_rollout_ref.actor.profiler.enable", False)) else []
     if not bool(_get(config, "actor_rollout_ref.rollout.profiler.enable", False)):
         return out
-    if not trainer_mode.pools(config).rollout_pool:
+    if not trainer_mode.placement(config).rollout_pool:
         return out + ["rollout"]
     geometry = pools(config)
     selected = profiled_replicas(config, geometry)
@@ -197,7 +197,7 @@ def expected_traces(config: Any) -> list[str]:
 
 def replicas_of(config: Any, kind: str) -> Optional[range]:
     """The replica indices whose traces count for ``kind`` (None: any replica)."""
-    if kind not in ROLLOUT_KINDS or not trainer_mode.pools(config).rollout_pool:
+    if kind not in ROLLOUT_KINDS or not trainer_mode.placement(config).rollout_pool:
         return None
     geometry = pools(config)
     if geometry is None:
@@ -250,7 +250,7 @@ def config_reasons(config: Any, kind: str, step: Optional[int] = None) -> list[s
 
 def _pool_reasons(config: Any, geometry: Optional[Pools], ranks: list, all_ranks: bool) -> list[str]:
     role = "actor_rollout_ref.rollout"
-    where = trainer_mode.pools(config)
+    where = trainer_mode.placement(config)
     if not where.rollout_pool:
         return [f"{trainer_mode.KEY}={where.mode} has no separate rollout pool (only separate_async does)"]
     if geometry is None:
@@ -411,7 +411,7 @@ class TraceCheck:
         self.expected = expected if expected is not None else expected_traces(config)
         # separate_async stops the rollout servers in on_step_end, after _stop_profiling: their
         # kinds wait for after_rollout_stop. Other modes stop them inside the step.
-        separate = trainer_mode.pools(config).rollout_pool
+        separate = trainer_mode.placement(config).rollout_pool
         self.late = [k for k in self.expected if k in ROLLOUT_KINDS] if separate else []
         self._since: dict[int, float] = {}
         self._pending: dict[int, tuple[int, Optional[float]]] = {}
