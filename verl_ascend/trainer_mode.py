@@ -1,12 +1,9 @@
 """Upstream's trainer mode, read in one place: the key, its modes, and what runs where in each.
 
 Upstream verl 0.9.1 picks its V1 trainer by one config key (:data:`KEY`): ``sync`` (rollout, then
-training, on one pool of devices), ``colocate_async`` (the same pool, rollout sampling ahead with
-partial rollout) or ``separate_async`` (a rollout pool of its own that samples while the trainer pool
-trains, weights moved between them by a checkpoint engine). Every reader in this distribution -- the
-checks, the dry run, the backends' launch defaults, the trace check, the report, the recipe -- asks
-this module, so the default, the set of asynchronous modes and "which pool hosts rollout" are
-written once.
+training, on one pool), ``colocate_async`` (the same pool, rollout sampling ahead) or ``separate_async``
+(a rollout pool of its own, weights moved by a checkpoint engine). Every reader here -- the checks, the
+dry run, the backends' launch defaults, the trace check, the report, the recipe -- asks this module.
 
 The config always holds the user's mode. A recipe that runs its own trainer class for each mode
 (registered with upstream's ``register_trainer`` under names of its own) hands ``run_ppo`` the task
@@ -95,16 +92,12 @@ def recipe_trainers(registry: Mapping[str, str]) -> Iterator[None]:
     if unknown:
         raise ValueError(f"{KEY}: {unknown} are not upstream's modes ({', '.join(MODES)})")
     ours = {mode: get_trainer_cls(name) for mode, name in registry.items()}  # the recipe registered them
-    saved = {mode: TRAINER_REGISTRY.get(mode) for mode in ours}
+    saved = {mode: get_trainer_cls(mode) for mode in ours}  # upstream registers each of its modes on import
     TRAINER_REGISTRY.update(ours)
     try:
         yield
     finally:
-        for mode, cls in saved.items():
-            if cls is None:
-                TRAINER_REGISTRY.pop(mode, None)
-            else:
-                TRAINER_REGISTRY[mode] = cls
+        TRAINER_REGISTRY.update(saved)
 
 
 def runner_for(runner: Any, registry: Mapping[str, str]) -> Any:
