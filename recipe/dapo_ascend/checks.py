@@ -5,8 +5,8 @@ Registered through the entry point ``verl_ascend.checks: dapo_ascend = recipe.da
 
 - ``config_types`` (gate): every key the recipe reads has the right type and range (``config_schema.py``),
   one finding per key;
-- ``trainer_mode_supported`` (gate): ``trainer.v1.trainer_mode`` is one of upstream's modes, which the
-  recipe's trainer runs (``modes.py``); its internal registry names are not for users;
+- ``trainer_mode_supported`` (gate): the trainer mode is one of upstream's (``verl_ascend/trainer_mode.py``),
+  each run by the recipe's trainer (``modes.py``); its internal registry names are not for users;
 - ``rollout_tail_policy``: the rollout-tail policy acts in ``sync`` only (its keys' ranges are
   ``config_types``'s, from the declared section ``TailPolicy``);
 - ``destination_unusable`` (inputs): run and checkpoint folders writable with room for a checkpoint.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from verl_ascend import checks
+from verl_ascend import checks, trainer_mode
 from verl_ascend.checks.findings import ERROR, WARN, Finding
 from verl_ascend.checks.pipeline import GATE, INPUTS, from_check, keys_named, tag
 from verl_ascend.checks.view import ConfigView
@@ -36,15 +36,15 @@ def config_types(view: ConfigView) -> Iterator[Finding]:
 
 
 def trainer_mode_supported(view: ConfigView) -> Iterator[Finding]:
-    """``trainer.v1.trainer_mode`` names one of upstream's modes; each runs the recipe's hooks (``modes.py``)."""
-    mode = str(view.get(modes.MODE_KEY, "sync"))
-    if mode in modes.UPSTREAM_MODES:
+    """The trainer mode is one of upstream's; each runs the recipe's hooks (``modes.py``)."""
+    mode = trainer_mode.mode_of(view)
+    if mode in trainer_mode.MODES:
         return
     upstream = {name: m for m, name in modes.REGISTRY.items()}.get(mode)
     why = (f"{mode!r} is the recipe's internal registry name for upstream's {upstream!r} mode; name upstream's "
            "mode instead" if upstream else f"{mode!r} is not a trainer mode the recipe runs")
-    yield Finding("trainer_mode_supported", ERROR, f"{modes.MODE_KEY}={mode}: {why}", (modes.MODE_KEY,),
-                  accepted=" | ".join(modes.UPSTREAM_MODES))
+    yield Finding("trainer_mode_supported", ERROR, f"{trainer_mode.KEY}={mode}: {why}", (trainer_mode.KEY,),
+                  accepted=" | ".join(trainer_mode.MODES))
 
 
 def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
@@ -65,16 +65,17 @@ def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
         return
     if not policy.enable:
         return
-    mode = str(view.get(modes.MODE_KEY, "sync"))
-    if mode != "sync" or not view.uses_v1_trainer:
-        why = (f"trainer.v1.trainer_mode={mode!r}: upstream's partial rollout and ReplayBufferAsync handle the "
+    mode = trainer_mode.mode_of(view)
+    if mode != trainer_mode.SYNC or not view.uses_v1_trainer:
+        why = (f"{trainer_mode.KEY}={mode!r}: upstream's partial rollout and ReplayBufferAsync handle the "
                "long tail there, and the tail's synchronous sampler would replace that buffer"
                if view.uses_v1_trainer else "trainer.use_v1=False: only the recipe's V1 trainer reads it")
         yield Finding(
             "rollout_tail_ignored",
             ERROR,
-            f"{TAIL}.enable=True but {why}. Set trainer.v1.trainer_mode=sync with trainer.use_v1=True, or {TAIL}.enable=false.",
-            (f"{TAIL}.enable", modes.MODE_KEY),
+            f"{TAIL}.enable=True but {why}. Set {trainer_mode.KEY}=sync with trainer.use_v1=True, or "
+            f"{TAIL}.enable=false.",
+            (f"{TAIL}.enable", trainer_mode.KEY),
         )
         return
     if policy.carry_over and not view.get("algorithm.rollout_correction.rollout_is"):

@@ -87,7 +87,7 @@ def run(config: DictConfig) -> None:
         warm_workers.start(config, DapoAscendOptions.from_config(config).warm_workers)
         up = []  # run_ppo's ray.init succeeded: from then on no failure is a start-up timeout
         runner = lifetime.after_ray_init(TaskRunnerV1, lambda: (up.append(True), lifetime.install_stop_handlers()))
-        modes.to_registry_name(config)  # upstream's task runner picks the recipe's class for the mode
+        runner.actor_class = modes.runner(runner.actor_class)  # trains the recipe's class for the user's mode
         cluster.start_ray(lambda: run_ppo(config, task_runner_class=runner), reached=lambda: bool(up))
     except KeyboardInterrupt:
         raise lifetime.stopped(RunPaths.of(config).checkpoints) from None

@@ -33,23 +33,6 @@ SEAMS: tuple[Seam, ...] = (
         removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.on_compute_metrics"),),
     ),
     Seam(
-        id="recipe_trainer_mode_sync",
-        kind="instance-rebind",
-        stage="trainer",
-        target=(
-            "config.trainer.v1.trainer_mode, read by verl.trainer.main_ppo.TaskRunnerV1.run (get_trainer_cls) and "
-            "verl.trainer.ppo.v1.trainer_base.PPOTrainer (verl==0.9.1)"
-        ),
-        test=_PR,
-        code="recipe/dapo_ascend/modes.py::to_registry_name, recipe/dapo_ascend/trainer.py::DAPOAscendHooks.__init__",
-        fingerprints={
-            "verl.trainer.ppo.v1.trainer_base:PPOTrainer#trainer_mode": "4a99764148d80312",
-            "verl.trainer.main_ppo:TaskRunnerV1.run#get_trainer_cls(": "1a68348ba6a97c4c",
-        },
-        covers=("trainer_mode",),
-        removable_if=(HasAttr("verl.trainer.ppo.v1.trainer_base:PPOTrainer.synchronous"),),
-    ),
-    Seam(
         id="recipe_trainer_async_modes",
         kind="private-override",
         target=(

@@ -1,9 +1,10 @@
 """The recipe's trainer: upstream's V1 trainer, in the mode the user picked, plus what DAPO users read.
 
-The user picks upstream's mode with upstream's key, ``trainer.v1.trainer_mode=sync|colocate_async|
-separate_async`` (``recipe/dapo_ascend/modes.py``). Each mode has one class here, registered with
-upstream's ``register_trainer`` under the recipe's name for it (``dapo_ascend``,
-``dapo_ascend.colocate_async``, ``dapo_ascend.separate_async``): ``DAPOAscendHooks`` put in front of
+The user picks upstream's mode with upstream's key and values, ``sync|colocate_async|separate_async``
+(``verl_ascend/trainer_mode.py``). Each mode has one class here, registered with upstream's
+``register_trainer`` under the recipe's name for it (``recipe/dapo_ascend/modes.py``: ``dapo_ascend``,
+``dapo_ascend.colocate_async``, ``dapo_ascend.separate_async``), which the task runner resolves the
+user's mode to (the config keeps the user's mode): ``DAPOAscendHooks`` put in front of
 upstream's own class for that mode, so upstream's loop, weight sync and partial rollout run as
 shipped and the hooks below add the recipe's components. It changes no algorithm:
 
@@ -50,6 +51,7 @@ import os
 import numpy as np
 import transfer_queue as tq
 
+from verl_ascend import trainer_mode
 from verl_ascend.run.trace_check import TraceCheck
 from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer, register_trainer
@@ -146,13 +148,16 @@ class DAPOAscendHooks(PPOTrainer):
     than by the mode's name.
     """
 
-    MODE = "sync"
+    MODE = trainer_mode.SYNC
 
     def __init__(self, config):
         # Upstream's base trainer branches on the mode's name (``== "sync"``: replay buffer, refill
-        # rules, checkpoint contents; ``trainer.v1.<mode>``: its settings). The registry has already
-        # resolved the recipe's name to this class, so from here on the config names upstream's mode.
-        config.trainer.v1.trainer_mode = self.MODE
+        # rules, checkpoint contents; ``trainer.v1.<mode>``: its settings): it must be this class's.
+        if trainer_mode.mode_of(config) != self.MODE:
+            raise ValueError(
+                f"{trainer_mode.KEY}={trainer_mode.mode_of(config)!r} reached the recipe's {type(self).__name__}, "
+                f"which runs {self.MODE!r}: name upstream's mode ({', '.join(trainer_mode.MODES)}) and launch with "
+                "the recipe's entry point, whose task runner picks the recipe's class for it")
         # Before upstream's __init__: it builds the replay buffer (our _build_replay_buffer uses
         # both), and the tail writes its router YAML into the config the servers are made from.
         self.options = DapoAscendOptions.from_config(config)  # trainer.v1.dapo_ascend, typed
@@ -177,7 +182,7 @@ class DAPOAscendHooks(PPOTrainer):
         buffer = super()._build_replay_buffer()
         if self.options.poll_interval_s is not None:
             buffer.poll_interval = self.options.poll_interval_s
-        if self.MODE == "sync":
+        if self.MODE == trainer_mode.SYNC:
             buffer = self.rollout_tail.adopt(buffer)
         self.rollout_watchdog.attach(buffer)
         return buffer
@@ -188,7 +193,7 @@ class DAPOAscendHooks(PPOTrainer):
         return [InProcessRewardHandle(self.config)]
 
     def get_llm_client(self):
-        if self.MODE != "sync":  # upstream's partial-rollout client (abort, resume on new weights)
+        if self.MODE != trainer_mode.SYNC:  # upstream's partial-rollout client (abort, resume on new weights)
             return self._partial_rollout_client()
         client_cls = self.rollout_tail.client_cls()
         if client_cls is not None:
@@ -205,7 +210,7 @@ class DAPOAscendHooks(PPOTrainer):
         only before the first step, or with ``hybrid_rollout.enable_switch`` (then upstream's client).
         """
         manager = getattr(self, "standalone_server_manager", None) or self.llm_server_manager
-        switching = self.MODE == "separate_async" and self.hybrid_rollout_config.enable_switch
+        switching = self.MODE == trainer_mode.SEPARATE and self.hybrid_rollout_config.enable_switch
         server = None if switching else sole_server(manager, self.config)
         if server is None:
             return super().get_llm_client()
@@ -322,22 +327,22 @@ class DAPOAscendHooks(PPOTrainer):
 
 
 # -- one class per upstream trainer mode: the hooks in front of upstream's class ------------------
-@register_trainer(modes.REGISTRY["sync"])
+@register_trainer(modes.REGISTRY[trainer_mode.SYNC])
 class DAPOAscendTrainer(DAPOAscendHooks, PPOTrainerSync):
-    """``trainer.v1.trainer_mode=sync``: rollout, then training, on the same workers."""
+    """Upstream's ``sync`` mode: rollout, then training, on the same workers."""
 
-    MODE = "sync"
+    MODE = trainer_mode.SYNC
 
 
-@register_trainer(modes.REGISTRY["colocate_async"])
+@register_trainer(modes.REGISTRY[trainer_mode.COLOCATE])
 class DAPOAscendColocateAsync(DAPOAscendHooks, PPOTrainerColocateAsync):
     """``colocate_async``: the same workers, partial rollout carried across weight updates."""
 
-    MODE = "colocate_async"
+    MODE = trainer_mode.COLOCATE
 
 
-@register_trainer(modes.REGISTRY["separate_async"])
+@register_trainer(modes.REGISTRY[trainer_mode.SEPARATE])
 class DAPOAscendSeparateAsync(DAPOAscendHooks, PPOTrainerSeparateAsync):
     """``separate_async``: a rollout pool of its own, weights moved by a checkpoint engine."""
 
-    MODE = "separate_async"
+    MODE = trainer_mode.SEPARATE

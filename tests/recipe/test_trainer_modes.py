@@ -1,7 +1,7 @@
 """The recipe's trainer in each of upstream's trainer modes (``recipe/dapo_ascend/modes.py``, ``trainer.py``).
 
-Without Ray: upstream's own registry resolves each mode to the recipe's hooks in front of upstream's class
-for it; the hooks keep what the async modes need (ReplayBufferAsync, the partial-rollout client, the poll
+Without Ray: upstream's own registry, bound by the recipe's task runner, resolves each mode to the
+recipe's hooks in front of upstream's class for it; the hooks keep what the async modes need (ReplayBufferAsync, the partial-rollout client, the poll
 interval); the entry point refuses, before Ray and naming the key, what cannot run in a mode; and the CPU
 platform fills in the rollout pool and the weight-sync engine of separate_async at launch.
 The runs themselves: ``tests/recipe/test_trainer_modes_e2e.py``.
@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from recipe.dapo_ascend import modes
 from recipe.dapo_ascend.config_utils import compose
+from verl_ascend import trainer_mode
 
 UPSTREAM = {
     "sync": "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync",
@@ -29,23 +30,21 @@ def _upstream_class(spec: str):
     return getattr(importlib.import_module(module), name)
 
 
-@pytest.mark.parametrize("mode", modes.UPSTREAM_MODES)
-def test_upstreams_registry_gives_the_recipes_hooks_in_front_of_upstreams_class(mode):
+@pytest.mark.parametrize("mode", trainer_mode.MODES)
+def test_the_recipes_runner_resolves_each_mode_to_the_recipes_hooks_in_front_of_upstreams_class(mode):
     from verl.trainer.ppo.v1 import get_trainer_cls
 
     import recipe.dapo_ascend.trainer as trainer
 
-    config = OmegaConf.create({"trainer": {"v1": {"trainer_mode": mode}}})
-    name = modes.to_registry_name(config)
-    assert config.trainer.v1.trainer_mode == name == modes.REGISTRY[mode]
-    assert modes.to_registry_name(config) == name  # a retried start leaves it pointed
-    cls = get_trainer_cls(name)
+    with trainer_mode.recipe_trainers(modes.REGISTRY):  # what the recipe's task runner binds around run()
+        cls = get_trainer_cls(mode)
     mro = cls.__mro__
     assert mro[1] is trainer.DAPOAscendHooks and mro[2] is _upstream_class(UPSTREAM[mode]), mro
-    assert cls.MODE == mode
+    assert cls.MODE == mode and get_trainer_cls(modes.REGISTRY[mode]) is cls
+    assert get_trainer_cls(mode) is _upstream_class(UPSTREAM[mode])  # outside it: upstream's own
 
 
-def test_the_hooks_put_upstreams_mode_back_before_upstream_reads_it(monkeypatch):
+def test_upstream_reads_the_users_mode_and_a_registry_name_is_refused_by_the_hooks(monkeypatch):
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     import recipe.dapo_ascend.trainer as trainer
@@ -54,14 +53,12 @@ def test_the_hooks_put_upstreams_mode_back_before_upstream_reads_it(monkeypatch)
     monkeypatch.setattr(PPOTrainer, "__init__", lambda self, config: seen.setdefault("mode", config.trainer.v1.trainer_mode))
     monkeypatch.setattr(trainer, "RunJournal", lambda config: None)
     config = compose("dapo_demo_cpu", ["trainer.v1.trainer_mode=colocate_async"])
-    modes.to_registry_name(config)
     trainer.DAPOAscendColocateAsync(config)
     assert seen["mode"] == "colocate_async" == config.trainer.v1.trainer_mode
-
-
-def test_unknown_mode_is_not_pointed_anywhere():
-    with pytest.raises(ValueError, match="trainer.v1.trainer_mode='fully_async': the recipe runs sync, colocate_async"):
-        modes.to_registry_name(OmegaConf.create({"trainer": {"v1": {"trainer_mode": "fully_async"}}}))
+    # upstream's main_ppo with the recipe's module and a registry name: refused, not run as another mode
+    config.trainer.v1.trainer_mode = modes.REGISTRY["colocate_async"]
+    with pytest.raises(ValueError, match="'dapo_ascend.colocate_async' reached the recipe's DAPOAscendColocateAsync"):
+        trainer.DAPOAscendColocateAsync(config)
 
 
 def _bare(cls, config):
@@ -161,7 +158,7 @@ def test_an_unknown_mode_is_refused_before_ray(entry):
     assert entry.started == []
 
 
-@pytest.mark.parametrize("mode", modes.ASYNC_MODES)
+@pytest.mark.parametrize("mode", trainer_mode.ASYNC_MODES)
 def test_the_rollout_tail_is_refused_in_the_async_modes(entry, mode):
     result = entry(f"trainer.v1.trainer_mode={mode}", "trainer.v1.dapo_ascend.rollout_tail.enable=true",
                    "trainer.v1.separate_async.parameter_sync_step=1")
@@ -181,13 +178,13 @@ def test_a_device_engine_on_cpu_is_refused_by_the_launch(entry):
 
 # -- what the launch fills in, per mode ----------------------------------------------------------------
 @pytest.mark.parametrize("config_name", ["dapo_demo_cpu", "dapo_tiny_cpu"])
-@pytest.mark.parametrize("mode", modes.UPSTREAM_MODES)
+@pytest.mark.parametrize("mode", trainer_mode.MODES)
 def test_each_mode_starts_with_nothing_added_and_gets_what_it_needs(entry, config_name, mode):
     result = entry(f"trainer.v1.trainer_mode={mode}", config_name=config_name)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     (config,) = entry.started
     rollout, ray_init = config.actor_rollout_ref.rollout, config.ray_kwargs.ray_init
-    assert config.trainer.v1.trainer_mode == mode  # the registry name is swapped in by run(), not before
+    assert config.trainer.v1.trainer_mode == mode  # never renamed: the runner resolves it in run()
     if mode == "separate_async":
         assert rollout.checkpoint_engine.backend == "gloo"
         assert rollout.checkpoint_engine.custom_backend_module == "verl.cpu.checkpoint_engine"

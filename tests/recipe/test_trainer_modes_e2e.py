@@ -55,6 +55,8 @@ def _check_trained(code, log, metrics, mode, steps):
         for m in train:
             assert m["data"]["weight_sync/gloo_tensors"] > 0 and m["data"]["weight_sync/gloo_megabytes"] > 0
     assert f"[verl-ascend] step {steps}/{steps}" in log and "stale " in log
+    # upstream's task runner printed the config with the user's mode, not the recipe's registry name
+    assert f"'trainer_mode': '{mode}'" in log and "'trainer_mode': 'dapo_ascend" not in log
     return train
 
 

@@ -26,6 +26,7 @@ import functools
 from collections.abc import Iterator
 from pathlib import Path
 
+from verl_ascend import trainer_mode
 from verl_ascend.checks.findings import ERROR, INFO, Finding
 from verl_ascend.checks.rules_async import upstream_path
 from verl_ascend.checks.view import ConfigView
@@ -142,17 +143,16 @@ RULES = (hccl_engine_stack,)
 # ------------------------------------------------------------------------------ the pools, for DRY_RUN
 def pool_lines(config) -> list[str]:
     """Which env-profile roles reach each resource pool of an asynchronous NPU job, and its card mapping."""
-    view = ConfigView(config)
-    mode = view.get("trainer.v1.trainer_mode", "sync")
-    if view.get("trainer.device") != "npu" or mode not in ("separate_async", "colocate_async"):
+    where = trainer_mode.placement(config)
+    mode = where.mode
+    if ConfigView(config).get("trainer.device") != "npu" or mode not in trainer_mode.ASYNC_MODES:
         return []
-    hybrid = view.get_bool("actor_rollout_ref.hybrid_engine", True) or mode != "separate_async"
     lines = [f"# --- resource pools of {mode}: roles of this profile and card mapping (upstream's NPU platform)"]
     lines.append(
         "# trainer pool (trainer.nnodes x trainer.n_gpus_per_node, upstream's 'global_pool'): role train (every Ray "
         "actor); each training worker gets its card from Ray's NPU resource, which sets ASCEND_RT_VISIBLE_DEVICES"
-        + ("; its colocated rollout servers get role rollout on top" if hybrid else ""))
-    if mode == "separate_async":
+        + ("; its colocated rollout servers get role rollout on top" if where.trainer_rollout else ""))
+    if where.rollout_pool:
         lines.append(
             "# rollout pool (actor_rollout_ref.rollout.nnodes x n_gpus_per_node, one placement group per replica, "
             "'rollout_pool_<rank>'): role rollout on top of train; each server actor runs with "

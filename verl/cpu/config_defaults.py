@@ -20,6 +20,8 @@ import os
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from verl_ascend import trainer_mode
+
 logger = logging.getLogger(__name__)
 
 FLASH_ATTENTION = ("flash_attention_2", "flash_attention_3")
@@ -98,7 +100,7 @@ DEVICE_ENGINES = ("nccl", "nixl", "mooncake", "kimi_ckpt_engine")  # upstream na
 
 def _separate_async(config: DictConfig) -> list[str]:
     """In ``separate_async``: the gloo weight-sync engine and a one-slot rollout pool, where the user set neither."""
-    if OmegaConf.select(config, "trainer.v1.trainer_mode") != "separate_async":
+    if not trainer_mode.placement(config).rollout_pool:
         return []
     engine = OmegaConf.select(config, ENGINE)
     if engine is None:
@@ -137,7 +139,7 @@ def _check_gloo_kwargs(engine) -> None:
 
 def _rollout_pool_slots(config: DictConfig) -> int:
     """Logical GPU slots of separate_async's rollout pool (0 in every other mode)."""
-    if OmegaConf.select(config, "trainer.v1.trainer_mode") != "separate_async":
+    if not trainer_mode.placement(config).rollout_pool:
         return 0
     rollout = config.actor_rollout_ref.rollout
     return int(rollout.get("nnodes") or 0) * int(rollout.get("n_gpus_per_node") or 0)

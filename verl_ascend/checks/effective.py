@@ -146,12 +146,14 @@ def mode_settings(config: DictConfig) -> dict[str, Any]:
     """An asynchronous mode's pools, weight-sync engine, bucket and sync frequency, as upstream reads them.
 
     Empty for ``sync`` (and any other mode): its dry run shows what it always did."""
+    from verl_ascend import trainer_mode
     from verl_ascend.checks import rules_async
     from verl_ascend.checks.view import ConfigView
 
     view = ConfigView(config)
-    mode = rules_async.mode_of(view)
-    if mode not in (rules_async.SEPARATE, rules_async.COLOCATE):
+    where = trainer_mode.placement(config)
+    mode = where.mode
+    if mode not in trainer_mode.ASYNC_MODES:
         return {}
     device = str(view.get("trainer.device", "cuda"))
     nnodes, per_node = view.get_int("trainer.nnodes", 1) or 0, view.get_int("trainer.n_gpus_per_node", 1) or 0
@@ -159,16 +161,15 @@ def mode_settings(config: DictConfig) -> dict[str, Any]:
     dp = view.get_int(f"{ROLLOUT}.data_parallel_size", 1) or 1
     pp = view.get_int(f"{ROLLOUT}.pipeline_model_parallel_size", 1) or 1
     replica = tp * dp * pp
-    hybrid = view.get_bool("actor_rollout_ref.hybrid_engine", True) or mode != rules_async.SEPARATE
-    out: dict[str, Any] = {"trainer.v1.trainer_mode": mode}
+    out: dict[str, Any] = {trainer_mode.KEY: mode}
     train_cards = nnodes * per_node
     out["trainer pool (trainer.nnodes x trainer.n_gpus_per_node)"] = (
         f"{nnodes} x {per_node} = {train_cards} cards, training workers"
-        + (f" + {train_cards // replica} colocated rollout replica(s) at TP {tp} x DP {dp} x PP {pp}" if hybrid else
+        + (f" + {train_cards // replica} colocated rollout replica(s) at TP {tp} x DP {dp} x PP {pp}" if where.trainer_rollout else
            " only (actor_rollout_ref.hybrid_engine=false)"))
     step_key = f"trainer.v1.{mode}.parameter_sync_step"
     step = view.get_int(step_key, 1) or 1
-    if mode == rules_async.SEPARATE:
+    if where.rollout_pool:
         r_nodes, r_per = view.get_int(f"{ROLLOUT}.nnodes", 0) or 0, view.get_int(f"{ROLLOUT}.n_gpus_per_node", 0) or 0
         out[f"rollout pool ({ROLLOUT}.nnodes x {ROLLOUT}.n_gpus_per_node)"] = (
             f"{r_nodes} x {r_per} = {r_nodes * r_per} cards, {(r_nodes * r_per) // replica} standalone replica(s) at "

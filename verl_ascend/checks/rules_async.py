@@ -44,9 +44,9 @@ from pathlib import Path
 from verl_ascend.checks.findings import ERROR, INFO, WARN, Finding
 from verl_ascend.checks.pipeline import tag
 from verl_ascend.checks.view import ACTOR, ROLLOUT, ConfigView
+from verl_ascend.trainer_mode import ASYNC_MODES, SEPARATE, mode_of
+from verl_ascend.trainer_mode import KEY as MODE
 
-MODE = "trainer.v1.trainer_mode"
-SEPARATE, COLOCATE = "separate_async", "colocate_async"
 SEP = f"trainer.v1.{SEPARATE}"
 SYNC_STEP = f"{SEP}.parameter_sync_step"
 ENGINE = f"{ROLLOUT}.checkpoint_engine"
@@ -66,10 +66,6 @@ def register_launch_defaults(device: str, keys: dict[str, str]) -> None:
 def _filled_at_launch(view: ConfigView, key: str) -> str | None:
     device = view.get("trainer.device")
     return _LAUNCH_DEFAULTS.get(str(device), {}).get(key)
-
-
-def mode_of(view: ConfigView) -> str:
-    return str(view.get(MODE, "sync"))
 
 
 def separate_async_batch(view: ConfigView) -> Iterator[Finding]:
@@ -288,7 +284,7 @@ def separate_async_hybrid_off_crash(view: ConfigView) -> Iterator[Finding]:
 def warmup_batches_range(view: ConfigView) -> Iterator[Finding]:
     """``num_warmup_batches`` of the async modes: a number >= 0 (prompts added before the first step)."""
     mode = mode_of(view)
-    if mode not in (SEPARATE, COLOCATE):
+    if mode not in ASYNC_MODES:
         return
     key = f"trainer.v1.{mode}.num_warmup_batches"
     value = view.get(key)

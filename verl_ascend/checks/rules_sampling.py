@@ -5,7 +5,7 @@ In 0.9.1 group filtering lives only in the V1 trainer's built-in replay buffer
 groups whose metric has no variance and refills. The legacy trainer (``trainer.use_v1=false``) has
 no filtering at all, and the V1 buffer ignores several knobs older DAPO scripts set:
 ``max_num_gen_batches`` (only a log warning), ``data.gen_batch_size`` (forced to 1 while filtering),
-and ``max_inflight_gen_batches`` outside ``trainer.v1.trainer_mode=sync``.
+and ``max_inflight_gen_batches`` outside the ``sync`` trainer mode.
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from collections.abc import Iterator
 
 from verl_ascend.checks.findings import ERROR, WARN, Finding
 from verl_ascend.checks.view import ConfigView
+from verl_ascend.trainer_mode import KEY as MODE
+from verl_ascend.trainer_mode import SYNC, mode_of
 
 FG = "algorithm.filter_groups"
 # Upstream's _build_replay_buffer builds the synchronous ReplayBuffer (the only one that reads
-# max_inflight_gen_batches) for trainer_mode "sync" only; every other mode gets ReplayBufferAsync.
+# max_inflight_gen_batches) for the "sync" mode only; every other mode gets ReplayBufferAsync.
 
 
 def dynamic_sampling_ignored(view: ConfigView) -> Iterator[Finding]:
@@ -71,19 +73,19 @@ def dynamic_sampling_knobs(view: ConfigView) -> Iterator[Finding]:
             ("data.gen_batch_size", f"{FG}.enable"),
         )
     inflight = view.get_int(f"{FG}.max_inflight_gen_batches", 1)
-    mode = view.get("trainer.v1.trainer_mode", "sync")
-    if inflight not in (None, 1) and (not enabled or mode != "sync"):
+    mode = mode_of(view)
+    if inflight not in (None, 1) and (not enabled or mode != SYNC):
         why = (
             "dynamic sampling is off"
             if not enabled
-            else f"trainer.v1.trainer_mode={mode!r}: upstream builds the replay buffer that reads it only for "
-            "trainer_mode 'sync' (others get ReplayBufferAsync)"
+            else f"{MODE}={mode!r}: upstream builds the replay buffer that reads it only for "
+            f"{MODE}='sync' (others get ReplayBufferAsync)"
         )
         yield Finding(
             "dynamic_sampling_knob_ignored",
             WARN,
             f"algorithm.filter_groups.max_inflight_gen_batches={inflight} has no effect because {why}.",
-            (f"{FG}.max_inflight_gen_batches", "trainer.v1.trainer_mode", f"{FG}.enable"),
+            (f"{FG}.max_inflight_gen_batches", MODE, f"{FG}.enable"),
         )
 
 

@@ -9,7 +9,7 @@ from the same sources); a test compares it with a fresh composition so drift is 
 Free-form places are not checked: mappings that are empty in the reference (``override_config``,
 ``engine_kwargs.vllm``, ...), the ``ray.init`` keyword arguments, the dapo manager's
 ``reward.reward_kwargs`` (checked by the reward rules), per-mode sections under ``trainer.v1``
-(read as ``trainer.v1.<trainer_mode>``), and new top-level sections (this project's ``ascend``,
+(read as ``trainer.v1.<mode>``), and new top-level sections (this project's ``ascend``,
 interpolation helpers) which upstream code never looks at. A section the reference builds into a config
 dataclass (its ``_target_``) also accepts that dataclass's fields: upstream constructs the section
 into it, so a field its YAML omits (``RolloutConfig.enable_sleep_mode``, read by the vLLM server) is a
@@ -55,7 +55,7 @@ OPTIONAL_KEYS = (
     # Read by this project's data check (verl_ascend/checks/data_check.py), not by upstream.
     "data.skip_bad_rows",
 )
-# Sections whose unknown *mapping* children are per-mode settings (trainer.v1.<trainer_mode>).
+# Sections whose unknown *mapping* children are per-mode settings (trainer.v1.<mode>).
 MODE_SECTIONS = ("trainer.v1",)
 
 

@@ -1,6 +1,6 @@
 """Rollout and training on one time axis, for upstream's asynchronous trainer modes.
 
-Upstream verl 0.9.1 runs a step in one of three ways (``trainer.v1.trainer_mode``): ``sync`` and
+Upstream verl 0.9.1 runs a step in one of three ways (its trainer mode): ``sync`` and
 ``colocate_async`` share one pool of devices between rollout and training (they take turns; the async
 one keeps sampling ahead with partial rollout), ``separate_async`` gives rollout a pool of its own
 that samples while the trainer pool trains, and moves the weights between them through a checkpoint
@@ -37,9 +37,9 @@ from verl_ascend.report.intervals import Blocks
 from verl_ascend.report.lanes import LaneStats
 from verl_ascend.report.run_settings import RunSettings
 from verl_ascend.report.settings import Settings
+from verl_ascend.trainer_mode import ASYNC_MODES, SEPARATE, SYNC
+from verl_ascend.trainer_mode import KEY as MODE_KEY
 
-ASYNC_MODES = ("colocate_async", "separate_async")
-MODES = ("sync",) + ASYNC_MODES
 TRAINER, ROLLOUT = "trainer", "rollout"
 SYNC_LANE = "weight sync"
 
@@ -83,18 +83,18 @@ def detect_mode(forced: Optional[str], run: RunSettings, values: dict[int, dict]
     or traces where rollout and training were busy at the same time; else sync."""
     if forced:
         return forced, "--trainer-mode"
-    mode = run.config("trainer.v1.trainer_mode") if run.has_config else None
+    mode = run.config(MODE_KEY) if run.has_config else None
     if mode is not None:
-        return (mode if mode in ASYNC_MODES else "sync"), "run config (trainer.v1.trainer_mode)"
+        return (mode if mode in ASYNC_MODES else SYNC), f"run config ({MODE_KEY})"
     for step in values.values():
         for key in step:
             if any(r.search(key) for r in settings.separate_marker_res):
-                return "separate_async", f"metrics ({key} is logged by separate_async only)"
+                return SEPARATE, f"metrics ({key} is logged by separate_async only)"
     train = intervals.union(*[l.spans for l in lanes if l.kind == "train"])
     rollout = intervals.union(*[l.spans for l in lanes if l.kind == "rollout"])
     if intervals.intersect_length(train, rollout) > 0:
-        return "separate_async", "traces (rollout and training busy at the same time)"
-    return "sync", "no run config, no separate_async metric, traces without concurrent rollout and training"
+        return SEPARATE, "traces (rollout and training busy at the same time)"
+    return SYNC, "no run config, no separate_async metric, traces without concurrent rollout and training"
 
 
 # ================================================================================================ traces
@@ -117,14 +117,14 @@ def lanes_from_traces(lanes: list[LaneStats], mode: str, run: RunSettings) -> tu
     train = [l for l in lanes if l.kind == "train" and len(l.spans.starts)]
     rollout = [l for l in lanes if l.kind == "rollout" and l.replica is not None]
     train_spans = intervals.union(*[l.spans for l in train])
-    pool_replicas = _rollout_pool_replicas(run) if mode == "separate_async" else None
-    basis = "one pool" if mode != "separate_async" else (
+    pool_replicas = _rollout_pool_replicas(run) if mode == SEPARATE else None
+    basis = "one pool" if mode != SEPARATE else (
         "run config (replicas numbered after the trainer pool's)" if pool_replicas is not None
         else "behaviour (a replica that generated in the profiled window is the rollout pool's: upstream puts the "
              "trainer pool's replicas to sleep for the step, unless hybrid_rollout.enable_switch lends them back; "
              "--run-config gives the exact split)")
     by_pool: dict[str, list[LaneStats]] = {TRAINER: [], ROLLOUT: []}
-    if mode == "separate_async":
+    if mode == SEPARATE:
         if pool_replicas is None:
             busy_replicas = {l.replica for l in rollout if len(l.spans.starts)}
             # Upstream numbers the rollout pool's replicas after the trainer pool's.
@@ -179,7 +179,7 @@ def lanes_from_metrics(values: dict[int, dict], mode: str, settings: Settings) -
         a, b, c, d = t0, t0 + wait * us, t0 + (wait + work) * us, t0 + (total - sw) * us
         train.append((b, c))
         sync.append((d, t0 + total * us))
-        if mode == "separate_async":
+        if mode == SEPARATE:
             rollout.append((a, b))  # the trainer waited for samples: the rollout pool was generating them
             maybe.append((b, d))  # not logged: it may have generated (ahead) until the weight sync
         else:
@@ -187,7 +187,7 @@ def lanes_from_metrics(values: dict[int, dict], mode: str, settings: Settings) -
         rows.append({"step": step, "step_s": _r(total), "wait_s": _r(wait), "train_s": _r(work), "sync_s": _r(sw),
                      "rest_s": _r(rest)})
         t0 += total * us
-    pool = ROLLOUT if mode == "separate_async" else TRAINER
+    pool = ROLLOUT if mode == SEPARATE else TRAINER
     out = [PoolLane(TRAINER, "train", _blocks(train)), PoolLane(pool, "rollout", _blocks(rollout), maybe=_blocks(maybe)),
            PoolLane(TRAINER, SYNC_LANE, _blocks(sync))]
     return out, rows
@@ -219,7 +219,7 @@ def measure(lanes: list[PoolLane], lo: float, hi: float, mode: str) -> dict:
     if overlap_max > overlap:
         out["overlap_max_s"] = _r(overlap_max / 1e6)
         out["overlap_max_fraction"] = _r(overlap_max / wall) if wall > 0 else None
-    pools = [TRAINER] + ([ROLLOUT] if mode == "separate_async" else [])
+    pools = [TRAINER] + ([ROLLOUT] if mode == SEPARATE else [])
     for pool in [p for p in pools if any(l.pool == p for l in lanes)]:  # a pool without a lane was not traced
         work = intervals.union(*[clip[id(l)] for l in lanes if l.pool == pool and l.role != SYNC_LANE])
         could = intervals.union(work, *[maybe[id(l)] for l in lanes if l.pool == pool])
@@ -328,7 +328,7 @@ def build(mode_flag: Optional[str], run: RunSettings, values: dict[int, dict], l
                     note="upstream logs no busy time of the rollout pool: in separate_async it generated at least "
                          "while the trainer waited for samples and at most until the weight sync; overlap and its "
                          "idle time are ranges. Profile a step (+profile=...) for the measured figures."
-                    if mode == "separate_async" else
+                    if mode == SEPARATE else
                     "one pool: rollout takes its turns while the trainer waits for samples (partial rollout keeps "
                     "sampling ahead), so rollout and training do not overlap.")
     if windows and pool_lanes:
@@ -369,7 +369,7 @@ def render(d: dict) -> list[str]:
         if "overlap_max_s" in d:
             ov += f" .. at most {d['overlap_max_s']:.3f} s = {_pct(d['overlap_max_fraction'])}"
         out.append(ov)
-        if d["mode"] == "separate_async" and ROLLOUT not in d["pools"]:
+        if d["mode"] == SEPARATE and ROLLOUT not in d["pools"]:
             out.append("   rollout pool: not traced -- select one of its replicas (actor_rollout_ref.rollout.profiler.ranks "
                        "from trainer.nnodes x trainer.n_gpus_per_node on, or all_ranks=true; the trace check names the rank)")
         for pool, p in d["pools"].items():

@@ -37,6 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from verl_ascend import trainer_mode
 from verl_ascend.report import analysis, async_modes, checklist
 from verl_ascend.report.lanes import LaneStats, analyze_ascend_dir, analyze_chrome_trace
 from verl_ascend.report.metrics_log import read_metrics_log, read_step_values
@@ -72,7 +73,7 @@ def _lane_for(src: Source) -> LaneStats:
 
 def build_report(paths: list[str | Path], settings: Optional[Settings] = None, *, env_profiles=(), run_configs=(),
                  exclude: Optional[Path] = None, top_n: Optional[int] = None,
-                 trainer_mode: Optional[str] = None) -> Report:
+                 mode: Optional[str] = None) -> Report:
     """Read every input under ``paths`` and compute the report (no output is written)."""
     settings = settings or load_settings()
     inv = discover(list(paths) + list(env_profiles) + list(run_configs), settings, exclude=exclude)
@@ -138,7 +139,7 @@ def build_report(paths: list[str | Path], settings: Optional[Settings] = None, *
         "lanes": [l.summary() for l in lanes],
         "problems": [p.to_dict() for p in problems],
     }
-    view = async_modes.build(trainer_mode, run, values, lanes, settings)
+    view = async_modes.build(mode, run, values, lanes, settings)
     if view is not None:
         data["async"] = view.data
     return Report(data, lanes, rounds, problems, view)
@@ -341,8 +342,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap.add_argument("--env-profile", action="append", default=[], help="the run's env_profile.json/.yaml (if not under DIR)")
     ap.add_argument("--run-config", action="append", default=[], help="the run's composed config (.hydra/config.yaml)")
     ap.add_argument("--settings", type=Path, default=None, help="YAML merged over the report defaults (defaults.yaml)")
-    ap.add_argument("--trainer-mode", choices=async_modes.MODES, default=None,
-                    help="upstream's trainer.v1.trainer_mode of the run (default: the run config's, else told from "
+    ap.add_argument("--trainer-mode", dest="mode", choices=trainer_mode.MODES, default=None,
+                    help=f"upstream's {trainer_mode.KEY} of the run (default: the run config's, else told from "
                          "the metrics and traces)")
     ap.add_argument("--top", type=_positive_int_arg, default=None, help="rows in the top kernels/ops tables (>= 1)")
     ap.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
@@ -360,7 +361,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_FAIL
     out_dir = args.out or default_out_dir(args.paths)
     report = build_report(args.paths, settings, env_profiles=args.env_profile, run_configs=args.run_config,
-                          exclude=out_dir, top_n=args.top, trainer_mode=args.trainer_mode)
+                          exclude=out_dir, top_n=args.top, mode=args.mode)
     for p in report.problems:
         print(f"error: {p}", file=sys.stderr)
     if not report.usable:

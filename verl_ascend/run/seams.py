@@ -154,4 +154,23 @@ SEAMS: tuple[Seam, ...] = (
         },
         covers=("set_sigterm_handler",),
     ),
+    Seam(
+        id="trainer_mode_registry_binding",
+        kind="private-registry",
+        stage="trainer",
+        target=(
+            "verl.trainer.ppo.v1.trainer_base.TRAINER_REGISTRY, read through get_trainer_cls by "
+            "verl.trainer.main_ppo.TaskRunnerV1.run (verl==0.9.1); Ray's original class behind an actor class "
+            "(__ray_actor_class__, ray 2.60)"
+        ),
+        test="tests/verl_ascend/test_trainer_mode.py::test_the_runner_binds_the_recipe_trainers_only_inside_run",
+        code="verl_ascend/trainer_mode.py::runner_for, recipe/dapo_ascend/modes.py::runner",
+        fingerprints={
+            "verl.trainer.main_ppo:TaskRunnerV1.run#get_trainer_cls(": "1a68348ba6a97c4c",
+            "verl.trainer.ppo.v1.trainer_base:get_trainer_cls": "a5b3ce304945430a",
+            "verl.trainer.ppo.v1.trainer_base#TRAINER_REGISTRY": "ee1d657dde80456c",
+            "ray.actor:_modify_class#__ray_actor_class__": "cacd72cf26ed7969",
+        },
+        removable_if=(HasAttr("verl.trainer.main_ppo:TaskRunnerV1.trainer_cls"),),
+    ),
 )

@@ -22,7 +22,7 @@ or by hand::
 
 or directly: ``check_traces(save_path, step, ["train", "rollout"], strict=False, config=config)``.
 
-Asynchronous modes (upstream's ``trainer.v1.trainer_mode``): ``colocate_async`` profiles as ``sync``
+Asynchronous modes (upstream's trainer mode, ``verl_ascend/trainer_mode.py``): ``colocate_async`` profiles as ``sync``
 does (one pool; the servers stop at the end of sampling). ``separate_async`` has two pools: the trainer
 pool (the actor, and the hybrid rollout replicas colocated with it) and the standalone rollout pool,
 whose replicas upstream numbers after the hybrid ones. There the check also expects the kind
@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from verl_ascend import trainer_mode
 from verl_ascend.sections import Section, boolean, key
 
 logger = logging.getLogger(__name__)
@@ -124,12 +125,6 @@ def _world(config: Any) -> Optional[int]:
         return None
 
 
-def trainer_mode(config: Any) -> str:
-    """Upstream's ``trainer.v1.trainer_mode`` (``sync`` when unset; the recipe's own name counts as sync)."""
-    mode = _get(config, "trainer.v1.trainer_mode") or "sync"
-    return mode if mode in ("colocate_async", "separate_async") else "sync"
-
-
 @dataclass(frozen=True)
 class Pools:
     """Rollout replica indices per pool, as upstream numbers them (``agent_loop_rollout_replica_<r>``).
@@ -159,11 +154,10 @@ def pools(config: Any) -> Optional[Pools]:
     replica_world = 1
     for key in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size"):
         replica_world *= max(_int(_get(config, f"actor_rollout_ref.rollout.{key}", 1) or 1, 1), 1)
-    separate = trainer_mode(config) == "separate_async"
-    hybrid = bool(_get(config, "actor_rollout_ref.hybrid_engine", True)) or not separate
-    n_trainer = max(world // replica_world, 1) if hybrid else 0
+    where = trainer_mode.placement(config)
+    n_trainer = max(world // replica_world, 1) if where.trainer_rollout else 0
     n_pool = 0
-    if separate:
+    if where.rollout_pool:
         devices = _int(_get(config, "actor_rollout_ref.rollout.nnodes")) * _int(
             _get(config, "actor_rollout_ref.rollout.n_gpus_per_node"))
         n_pool = max(devices // replica_world, 0)
@@ -192,7 +186,7 @@ def expected_traces(config: Any) -> list[str]:
     out = ["train"] if bool(_get(config, "actor_rollout_ref.actor.profiler.enable", False)) else []
     if not bool(_get(config, "actor_rollout_ref.rollout.profiler.enable", False)):
         return out
-    if trainer_mode(config) != "separate_async":
+    if not trainer_mode.placement(config).rollout_pool:
         return out + ["rollout"]
     geometry = pools(config)
     selected = profiled_replicas(config, geometry)
@@ -203,7 +197,7 @@ def expected_traces(config: Any) -> list[str]:
 
 def replicas_of(config: Any, kind: str) -> Optional[range]:
     """The replica indices whose traces count for ``kind`` (None: any replica)."""
-    if kind not in ROLLOUT_KINDS or trainer_mode(config) != "separate_async":
+    if kind not in ROLLOUT_KINDS or not trainer_mode.placement(config).rollout_pool:
         return None
     geometry = pools(config)
     if geometry is None:
@@ -256,9 +250,9 @@ def config_reasons(config: Any, kind: str, step: Optional[int] = None) -> list[s
 
 def _pool_reasons(config: Any, geometry: Optional[Pools], ranks: list, all_ranks: bool) -> list[str]:
     role = "actor_rollout_ref.rollout"
-    mode = trainer_mode(config)
-    if mode != "separate_async":
-        return [f"trainer.v1.trainer_mode={mode} has no separate rollout pool (only separate_async does)"]
+    where = trainer_mode.placement(config)
+    if not where.rollout_pool:
+        return [f"{trainer_mode.KEY}={where.mode} has no separate rollout pool (only separate_async does)"]
     if geometry is None:
         return []
     if not len(geometry.rollout):
@@ -417,7 +411,8 @@ class TraceCheck:
         self.expected = expected if expected is not None else expected_traces(config)
         # separate_async stops the rollout servers in on_step_end, after _stop_profiling: their
         # kinds wait for after_rollout_stop. Other modes stop them inside the step.
-        self.late = [k for k in self.expected if k in ROLLOUT_KINDS] if trainer_mode(config) == "separate_async" else []
+        separate = trainer_mode.placement(config).rollout_pool
+        self.late = [k for k in self.expected if k in ROLLOUT_KINDS] if separate else []
         self._since: dict[int, float] = {}
         self._pending: dict[int, tuple[int, Optional[float]]] = {}
 

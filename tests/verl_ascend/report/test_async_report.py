@@ -114,7 +114,7 @@ def test_metrics_alone_give_coarse_lanes_and_bounds(tmp_path):
 def test_colocate_async_is_one_pool_taking_turns(tmp_path):
     metrics = _metrics(tmp_path / "metrics.jsonl", marker=False)
     assert "async" not in build_report([metrics]).data  # nothing says async: read as sync
-    a = build_report([metrics], trainer_mode="colocate_async").data["async"]
+    a = build_report([metrics], mode="colocate_async").data["async"]
     assert a["mode_basis"] == "--trainer-mode" and list(a["pools"]) == ["trainer"]
     assert a["overlap_s"] == 0.0 and "overlap_max_s" not in a
     assert a["pools"]["trainer"] == {"busy_s": 12.0, "sync_s": 1.0, "idle_s": 3.0, "idle_fraction": 0.1875}
