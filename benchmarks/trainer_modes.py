@@ -301,9 +301,11 @@ def main(argv=None) -> int:
         ap.error(f"--steps {args.steps} --repeats {args.repeats}: accepted --steps >= 2 (step 1 carries the "
                  "start-up and is left out of every figure) and --repeats >= 1")
     workloads, modes = args.workloads.split(","), args.modes.split(",")
-    for name in workloads + modes:
-        if name not in WORKLOADS and name not in MODES:
-            ap.error(f"unknown workload or mode {name!r}; accepted: {list(WORKLOADS)} and {list(MODES)}")
+    for flag, names, accepted in (("--workloads", workloads, WORKLOADS), ("--modes", modes, MODES)):
+        unknown = [name for name in names if name not in accepted]
+        if unknown:  # before any asset is built or run launched
+            ap.error(f"{flag} {','.join(names)}: unknown {', '.join(map(repr, unknown))}; accepted: a comma-separated "
+                     f"list of {list(accepted)}")
     tiny = os.environ.get("VERL_ASCEND_TINY_DIR", str(Path.home() / ".cache" / "verl-ascend" / "tiny"))
     roots = {kind: assets(kind, tiny) for kind in {"first_digit"} | {WORKLOADS[w][1] for w in workloads}}
     out = Path(args.out)

@@ -127,7 +127,11 @@ class Section:
     @classmethod
     def from_config(cls, config: Any) -> "Section":
         """The typed view of the section in ``config`` (an OmegaConf config or a nested mapping)."""
-        node = lookup(config, cls.SECTION)
+        return cls.from_mapping(lookup(config, cls.SECTION))
+
+    @classmethod
+    def from_mapping(cls, node: Any) -> "Section":
+        """The typed view of the section's own mapping (e.g. keyword arguments upstream passes on as they are)."""
         if node is ABSENT or node is None:
             return cls()
         if not isinstance(node, Mapping):

@@ -178,7 +178,9 @@ def test_topology_and_arguments_are_checked():
         GlooCheckpointEngine.build_topology(1, 1, [{"master": None}, {"master": None}])
     with pytest.raises(ValueError, match="bucket_size=0: expected bytes > 0"):
         GlooCheckpointEngine(bucket_size=0)
-    with pytest.raises(ValueError, match=r"engine_kwargs.gloo: unknown key\(s\) \['timeout_sec'\]; accepted: \['timeout_s'\]"):
+    with pytest.raises(ValueError, match=r"engine_kwargs.gloo.timeout_sec: unknown key; accepted keys: \['timeout_s'\]"):
         GlooCheckpointEngine(bucket_size=1, timeout_sec=5)
-    with pytest.raises(ValueError, match=r"engine_kwargs.gloo.timeout_s=0: expected seconds > 0"):
-        GlooCheckpointEngine(bucket_size=1, timeout_s=0)
+    for bad in (0, -1, "abc", True):  # the declaration the checks before Ray read (engine_options.py)
+        with pytest.raises(ValueError, match=r"engine_kwargs.gloo.timeout_s=.*: expected a number of seconds > 0"):
+            GlooCheckpointEngine(bucket_size=1, timeout_s=bad)
+    assert GlooCheckpointEngine(bucket_size=1, timeout_s="2.5").timeout.total_seconds() == 2.5

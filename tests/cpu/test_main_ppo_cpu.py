@@ -186,7 +186,9 @@ def test_other_modes_keep_the_naive_engine():
 
 @pytest.mark.parametrize("override, named", [
     ("+actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo.timeout_sec=5",
-     r"engine_kwargs.gloo: unknown key\(s\) \['timeout_sec'\]; accepted: \['timeout_s'\]"),
+     r"engine_kwargs.gloo.timeout_sec: unknown key; accepted keys: \['timeout_s'\]"),
+    ("+actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo.timeout_s=-1",
+     r"engine_kwargs.gloo.timeout_s=-1: accepted: a number of seconds > 0"),
     ("actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
      r"checkpoint_engine.backend=nccl moves weights between devices; on a CPU use gloo"),
 ])

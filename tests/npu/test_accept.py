@@ -46,6 +46,9 @@ def test_exit_code_fails_only_on_a_failed_check():
     (["--checks", "fused_ops,nope"], "unknown check(s) nope; accepted: stack, fused_ops, vllm_env, dapo, trace"),
     (["--checks", "trace"], "trace reads the profiled step of the dapo run; add dapo"),
     (["--tp", "0"], "--tp 0: the rollout TP is a positive integer"),
+    (["--timeout", "-5"], "--timeout -5: accepted: seconds > 0"),
+    (["--timeout", "0"], "--timeout 0: accepted: seconds > 0"),
+    (["--timeout", "nan"], "--timeout nan: accepted: seconds > 0"),
 ])
 def test_bad_options_exit_2_naming_the_option(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
@@ -200,3 +203,31 @@ def test_a_check_that_crashes_is_a_failed_check_and_the_report_is_still_written(
     checks = _report(tmp_path)
     assert checks["fused_ops"]["verdict"] == FAIL and checks["fused_ops"]["detail"] == ["RuntimeError: device lost"]
     assert checks["stack"]["verdict"] == SKIPPED  # the other checks still ran and were reported
+
+
+@pytest.mark.parametrize("how", ["ctrl-c here", "recipe exited 130", "recipe died of SIGINT"])
+def test_an_interrupted_run_says_so_exits_130_and_files_no_verdict(tmp_path, monkeypatch, capsys, how):
+    """Ctrl-C reaches this process (KeyboardInterrupt) or only the recipe child, which exits 130: either way the
+    user stopped it; the host did not fail acceptance."""
+    import subprocess
+
+    def launch(*args):
+        if how == "ctrl-c here":
+            raise KeyboardInterrupt
+        return subprocess.CompletedProcess("recipe", 130 if how == "recipe exited 130" else -2)
+
+    monkeypatch.setattr(run_check, "launch", launch)
+    monkeypatch.setattr(cli, "_build_tiny", lambda *args: None)
+    assert cli.main(["--checks", "dapo", "--out", str(tmp_path / "report")]) == cli.INTERRUPTED == 130
+    captured = capsys.readouterr()
+    assert "interrupted: no verdict on this host and no report" in captured.err
+    assert "FAILED" not in captured.out + captured.err and not (tmp_path / "report" / "accept.json").exists()
+
+
+def test_a_vllm_probe_stopped_by_ctrl_c_is_an_interruption(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: subprocess.CompletedProcess("probe", 130))
+    monkeypatch.setattr(cli, "_build_tiny", lambda *args: None)
+    assert cli.main(["--checks", "vllm_env", "--out", str(tmp_path / "report")]) == 130
+    assert "interrupted" in capsys.readouterr().err and not (tmp_path / "report" / "accept.json").exists()

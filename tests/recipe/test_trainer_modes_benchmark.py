@@ -136,9 +136,19 @@ def test_cores_busy_counts_a_spinning_run_between_its_first_and_last_step(bench,
     assert bench.watch_cpu(quiet, tmp_path / "none", period_s=0.05) is None
 
 
-@pytest.mark.parametrize("argv, named", [(["--steps", "1"], "--steps 1"), (["--repeats", "0"], "--repeats 0"),
-                                         (["--workloads", "nope"], "'nope'")])
-def test_bad_arguments_exit_2_naming_the_value_and_what_is_accepted_before_any_run(bench, argv, named, capsys):
+@pytest.mark.parametrize("argv, named", [
+    (["--steps", "1"], "--steps 1"), (["--repeats", "0"], "--repeats 0"), (["--workloads", "nope"], "'nope'"),
+    (["--workloads", "sync"], "--workloads sync: unknown 'sync'; accepted: a comma-separated list of ['demo'"),
+    (["--modes", "sync,demo"], "--modes sync,demo: unknown 'demo'; accepted: a comma-separated list of ['sync', "
+                               "'colocate_async', 'separate_async']"),
+])
+def test_bad_arguments_exit_2_naming_the_value_and_what_is_accepted_before_any_run(bench, argv, named, capsys,
+                                                                                     monkeypatch):
+    def started(*args, **kwargs):
+        raise AssertionError("built assets or launched a run before refusing the arguments")
+
+    monkeypatch.setattr(bench, "assets", started)
+    monkeypatch.setattr(bench, "run_once", started)
     with pytest.raises(SystemExit) as exc:
         bench.main(argv)
     assert exc.value.code == 2

@@ -40,9 +40,9 @@ import torch.distributed as dist
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry
 from verl.workers.rollout.utils import ensure_async_iterator
 
+from verl.cpu.engine_options import GlooEngineOptions
+
 BACKEND = "gloo"
-KWARGS = "actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo"
-ENGINE_KWARGS = ("timeout_s",)  # what KWARGS may hold
 OUTSIDE = -1  # a trainer rank that only walks the weights (producing them is collective over its group)
 
 
@@ -77,8 +77,9 @@ def _as_bytes(tensor: torch.Tensor) -> torch.Tensor:
 class GlooCheckpointEngine(CheckpointEngine):
     """Broadcast the trainer's weights from trainer rank 0 to every rollout worker over gloo.
 
-    ``engine_kwargs.gloo.timeout_s`` (default 600) bounds each collective, so a peer that died
-    ends the sync with an error instead of a hang.
+    ``engine_kwargs.gloo`` is parsed by its one declaration (``engine_options.py``), which the checks
+    before Ray read too: ``timeout_s`` (default 600) bounds each collective, so a peer that died ends
+    the sync with an error instead of a hang; a misspelt key is refused, not ignored.
 
     Seam ``cpu_gloo_checkpoint_engine``: upstream's asynchronous trainer modes need an engine that moves
     weights between separate processes, and every shipped one needs a device (nccl, which is HCCL on NPU;
@@ -89,15 +90,12 @@ class GlooCheckpointEngine(CheckpointEngine):
     upstream ships a gloo checkpoint engine.
     """
 
-    def __init__(self, bucket_size: int, is_master: bool = False, timeout_s: float = 600.0, **unknown: Any) -> None:
-        if unknown:  # engine_kwargs.gloo holds only what this engine reads: a misspelt key would do nothing
-            raise ValueError(f"{KWARGS}: unknown key(s) {sorted(unknown)}; accepted: {list(ENGINE_KWARGS)}")
+    def __init__(self, bucket_size: int, is_master: bool = False, **engine_kwargs: Any) -> None:
+        options = GlooEngineOptions.from_mapping(engine_kwargs)
         if bucket_size <= 0:
             raise ValueError(f"checkpoint_engine gloo: bucket_size={bucket_size}: expected bytes > 0")
-        if not float(timeout_s) > 0:
-            raise ValueError(f"{KWARGS}.timeout_s={timeout_s!r}: expected seconds > 0")
         self.bucket_size, self.is_master = int(bucket_size), is_master
-        self.timeout = datetime.timedelta(seconds=float(timeout_s))
+        self.timeout = datetime.timedelta(seconds=float(options.timeout_s))
         self.store: Optional[dist.TCPStore] = None
         self.group = None
         self.rank: Optional[int] = None

@@ -129,12 +129,12 @@ def _separate_async(config: DictConfig) -> list[str]:
 
 
 def _check_gloo_kwargs(engine) -> None:
-    """Before Ray: the engine would refuse an unknown key inside a worker, after the cluster started."""
-    from verl.cpu.checkpoint_engine import ENGINE_KWARGS, KWARGS
+    """Before Ray: what the engine would refuse inside a worker, after the cluster started (its declaration)."""
+    from verl.cpu.engine_options import GlooEngineOptions
 
-    unknown = sorted(set((engine.get("engine_kwargs") or {}).get("gloo") or {}) - set(ENGINE_KWARGS))
-    if unknown:
-        raise CPUConfigError(f"{KWARGS}: unknown key(s) {unknown}; accepted: {list(ENGINE_KWARGS)}")
+    problems = GlooEngineOptions.problems({"actor_rollout_ref": {"rollout": {"checkpoint_engine": engine}}})
+    if problems:
+        raise CPUConfigError("; ".join(problems))
 
 
 def _rollout_pool_slots(config: DictConfig) -> int:

@@ -4,7 +4,8 @@
 package's ``rules_*.py``: launch checks and, with ``inputs=True``, the run's files (``rules_preflight``),
 what upstream's config objects hold (``rules_effective``), rollout engine, reward path, dynamic
 sampling, FSDP switches, batch and card arithmetic (``rules_layout``), what upstream's asynchronous
-trainer modes assert inside Ray (``rules_async``), rollout profiling, context
+trainer modes assert inside Ray (``rules_async``), what upstream's replay buffer asserts and what its
+group-relative estimators do with one response per prompt (``rules_sampler``), rollout profiling, context
 length, and keys upstream does not define (``rules_schema``)) and those registered by backends and
 recipes through the entry-point group ``verl_ascend.checks`` (setup.py: the Ascend env-profile
 conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys, rollout-tail policy and checkpoint
@@ -50,6 +51,7 @@ from verl_ascend.checks import (
     rules_layout,
     rules_profiling,
     rules_reward,
+    rules_sampler,
     rules_sampling,
     rules_schema,
 )
@@ -72,6 +74,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     *rules_fsdp.RULES,
     *rules_layout.RULES,
     *rules_async.RULES,
+    *rules_sampler.RULES,
     *rules_profiling.RULES,
     *rules_context.RULES,
     *rules_schema.RULES,
@@ -82,7 +85,7 @@ _entry_points_loaded = False
 
 __all__ = [
     "DoctorError", "Finding", "ERROR", "WARN", "INFO", "BUILTIN_RULES", "rules", "register",
-    "register_launch_defaults", "check", "validate", "blocking", "format_report", "refusal",
+    "register_launch_defaults", "register_launch_engine_module", "check", "validate", "blocking", "format_report", "refusal",
 ]
 
 
@@ -97,6 +100,14 @@ def register_launch_defaults(device: str, keys: dict[str, str]) -> None:
     """Keys the ``device``'s platform fills in at launch before the checks run (key -> what fills it):
     the doctor and ``DRY_RUN=1`` note them instead of refusing (``rules_async``)."""
     rules_async.register_launch_defaults(device, keys)
+
+
+def register_launch_engine_module(device: str, modes: tuple[str, ...], module: str) -> None:
+    """The weight-sync engine module ``device``'s platform names at launch in ``modes`` where the user named
+    none: the checks judge ``checkpoint_engine.backend`` by the names it registers (``engine_modules``)."""
+    from verl_ascend.checks import engine_modules
+
+    engine_modules.register_launch_module(device, modes, module)
 
 
 def _load_entry_points() -> None:

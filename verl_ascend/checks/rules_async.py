@@ -22,8 +22,10 @@ the keys and their values:
   inside Ray where upstream's source logs with ``logger.info(..., flush=True)`` (verl 0.9.1: ``TypeError``);
   read from the installed source, so the refusal ends when upstream drops the keyword;
 - ``checkpoint_engine_unknown``: a backend name upstream's ``CheckpointEngineRegistry`` does not know
-  (read from upstream's source: the ``@CheckpointEngineRegistry.register("...")`` decorators), without
-  ``custom_backend_module``; ``hccl`` gets the hint that upstream's HCCL engine registers as ``nccl``;
+  (read from upstream's source: the ``@CheckpointEngineRegistry.register("...")`` decorators) and the engine
+  module in effect does not register either (``engine_modules``: the user's ``custom_backend_module``, else
+  the one the device's platform names at launch); ``hccl`` gets the hint that upstream's HCCL engine
+  registers as ``nccl``;
 - ``warmup_batches_range``: ``num_warmup_batches >= 0`` in ``colocate_async`` / ``separate_async``.
 
 Keys a device's platform fills in before these checks run at launch (the CPU platform supplies the
@@ -41,6 +43,7 @@ import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
+from verl_ascend.checks import engine_modules
 from verl_ascend.checks.findings import ERROR, INFO, WARN, Finding
 from verl_ascend.checks.pipeline import tag
 from verl_ascend.checks.view import ACTOR, ROLLOUT, ConfigView
@@ -360,21 +363,32 @@ def engine_class_on(backend: str, device: str) -> tuple[str, str] | None:
 
 
 def checkpoint_engine_unknown(view: ConfigView) -> Iterator[Finding]:
-    """A ``checkpoint_engine.backend`` upstream's registry does not know, with no module to register it."""
+    """A ``checkpoint_engine.backend`` that neither upstream's registry nor the engine module in effect registers
+    (the user's ``custom_backend_module``, else the one the device's platform names at launch: ``engine_modules``)."""
     backend = view.get(BACKEND)
     module_key = f"{ENGINE}.custom_backend_module"
-    if backend in (None, "naive") or view.get(module_key) or _filled_at_launch(view, module_key):
+    if backend in (None, "naive"):
+        return
+    module = view.get(module_key) or engine_modules.launch_module(str(view.get("trainer.device")), mode_of(view))
+    custom = engine_modules.registered_names(module) if module else frozenset()
+    if custom is None:
+        yield Finding("checkpoint_engine_unknown", INFO, f"{module_key}={module!r}: its source was not found here; "
+                      f"whether it registers {BACKEND}={backend!r} is not checked", (module_key, BACKEND))
         return
     known = upstream_engine_names()
-    if not known or backend in known:
+    if not known or backend in known or backend in custom:
         return
     hint = (" (upstream's HCCL engine, verl/checkpoint_engine/hccl_checkpoint_engine.py, registers under the name "
             "'nccl': on Ascend NPU use backend=nccl)" if str(backend).lower() == "hccl" else "")
+    where = (f"neither in upstream's CheckpointEngineRegistry nor by {module} ({sorted(custom)})" if module
+             else "not in upstream's CheckpointEngineRegistry")
     yield Finding(
         "checkpoint_engine_unknown", ERROR,
-        f"{BACKEND}={backend!r} is not a name in upstream's CheckpointEngineRegistry{hint}: the first weight sync "
-        "would stop with 'Checkpoint engine ... not registered' inside Ray", (BACKEND, f"{ENGINE}.custom_backend_module"),
-        accepted=f"one of {sorted(known)}, or a custom engine with {ENGINE}.custom_backend_module",
+        f"{BACKEND}={backend!r} is registered {where}{hint}: upstream's "
+        "workers build the engine by that name inside Ray (verl/workers/engine_workers.py, "
+        "verl/checkpoint_engine/base.py) and stop there", (BACKEND, module_key),
+        accepted=(f"{sorted(custom)} (registered by {module}), " if custom else "")
+        + f"one of upstream's {sorted(known)}, or a custom engine with {module_key}",
     )
 
 

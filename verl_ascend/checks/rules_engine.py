@@ -15,6 +15,13 @@ from a Ray actor. Checked here, in the driver, before anything starts:
   installed vLLM's source with ``ast`` (the fields of ``EngineArgs``/``AsyncEngineArgs`` and of the
   OpenAI frontend's ``FrontendArgs``, and the options ``make_arg_parser`` adds itself): importing vLLM
   in the driver would load its platform and plugins (the NPU's, on Ascend).
+- ``engine_kwargs_type``: a value under ``rollout.engine_kwargs.vllm`` that the declared type of its
+  ``EngineArgs`` field does not take (``max_num_batched_tokens=abc``): upstream passes it as
+  ``--<key> <value>`` and vLLM's argument parser stops the rollout server, inside Ray. The types are
+  ``dataclasses.fields`` of the installed vLLM's ``AsyncEngineArgs``: resolved only by importing
+  ``vllm.engine.arg_utils``, which is done only when such a value is given (and loads vLLM's platform in
+  this process; the option names above need no import). A type it cannot judge (a config class, an enum)
+  is left to vLLM; where vLLM cannot be imported, a note says the values were not checked.
 
 ``driver_refusal(config)`` is the same checks for the backends' hook in upstream's ``main_ppo``
 driver (seam rows ``cpu_auto_set_device`` and ``ascend_auto_set_device``).
@@ -23,13 +30,16 @@ driver (seam rows ``cpu_auto_set_device`` and ``ascend_auto_set_device``).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import functools
 import importlib.util
 import sys
-from collections.abc import Iterator
+import types
+import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -159,6 +169,7 @@ def engine_kwargs_problems(config) -> list[Finding]:
     found = []
     for key in kwargs:
         if str(key).replace("-", "_") in options:
+            found += type_problems(str(key), kwargs[key], found)
             continue
         close = difflib.get_close_matches(str(key).replace("-", "_"), sorted(options), n=3, cutoff=0.6)
         hint = f"did you mean {', '.join(close)}? " if close else ""
@@ -170,6 +181,92 @@ def engine_kwargs_problems(config) -> list[Finding]:
             (f"{VLLM_KWARGS}.{key}", NAME_KEY),
         ))
     return found
+
+
+@functools.lru_cache(maxsize=1)
+def vllm_arg_types() -> tuple[Optional[dict[str, Any]], str]:
+    """(field -> declared type of the installed vLLM's ``AsyncEngineArgs``, "") or (None, why it cannot be read)."""
+    try:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+    except Exception as exc:  # noqa: BLE001 -- a broken or absent vLLM: the values go unchecked, with a note
+        return None, f"importing vllm.engine.arg_utils failed ({type(exc).__name__}: {exc})"
+    return {f.name: f.type for f in dataclasses.fields(AsyncEngineArgs)}, ""
+
+
+def value_fits(kind: Any, value: Any) -> Optional[bool]:
+    """Whether vLLM's parser takes ``value`` for a field declared ``kind`` as upstream passes it on
+    (``build_cli_args_from_config``: true -> a bare flag, a list -> several values, a mapping -> JSON);
+    None where only vLLM can tell (a config class, an enum, a callable)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if value is None or kind is Any:
+        return True  # upstream drops None
+    if origin in (typing.Union, types.UnionType):
+        verdicts = [value_fits(k, value) for k in args]
+        return True if True in verdicts else None if None in verdicts else False
+    if origin is typing.Literal:
+        return value in args or str(value) in {str(a) for a in args}
+    if kind is bool or kind is type(None):
+        return isinstance(value, bool) if kind is bool else False
+    if isinstance(value, bool):
+        return False if kind in (int, float, str) or origin in (list, set, tuple, dict) else None
+    if kind in (int, float):
+        return _parses(kind, value)
+    if kind is str:
+        return isinstance(value, (str, int, float, Mapping))
+    if origin in (list, set, tuple) or kind in (list, set, tuple):
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
+        verdicts = [value_fits(args[0], item) for item in items] if args else [True]
+        return False if False in verdicts else None if None in verdicts else True
+    if origin is dict or kind is dict:
+        return isinstance(value, (Mapping, str))
+    return None
+
+
+def _parses(kind: type, value: Any) -> bool:
+    if isinstance(value, Mapping) or isinstance(value, (list, tuple)):
+        return False
+    try:
+        kind(str(value))  # what vLLM's parser does with the text upstream passes
+        return True
+    except ValueError:
+        return False
+
+
+def describe(kind: Any) -> str:
+    """A declared type in words, for the refusal's "accepted"."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe(k) for k in args)
+    if origin is typing.Literal:
+        return f"one of {list(args)}"
+    words = {bool: "true or false", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+    if kind in words:
+        return words[kind]
+    if origin in (list, set, tuple):
+        return f"a list of {describe(args[0])}" if args else "a list"
+    if origin is dict or kind is dict:
+        return "a mapping (or its JSON text)"
+    return getattr(kind, "__name__", str(kind))
+
+
+def type_problems(key: str, value: Any, found: list[Finding]) -> list[Finding]:
+    """``value`` of the known option ``key`` against the type its ``EngineArgs`` field declares."""
+    declared, why = vllm_arg_types()
+    if declared is None:
+        if any(f.rule == "engine_kwargs_unchecked" for f in found):
+            return []
+        return [Finding("engine_kwargs_unchecked", INFO, f"{VLLM_KWARGS}: values not type-checked: {why}")]
+    kind = declared.get(key.replace("-", "_"))
+    value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    if kind is None or value_fits(kind, value) is not False:
+        return []
+    return [Finding(
+        "engine_kwargs_type", ERROR,
+        f"{VLLM_KWARGS}.{key}={value!r}: the installed vLLM declares EngineArgs.{key.replace('-', '_')}: {kind}; "
+        f"upstream passes it on as --{key} (verl/workers/rollout/vllm_rollout/vllm_async_server.py) and vLLM's "
+        "argument parser would stop the rollout server inside Ray",
+        (f"{VLLM_KWARGS}.{key}",), accepted=describe(kind),
+    )]
 
 
 def rollout_engine(view: ConfigView) -> Iterator[Finding]:

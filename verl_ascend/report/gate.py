@@ -15,7 +15,8 @@ table (:mod:`verl_ascend.checks.exits`):
   JSON's ``passed`` is false), or the inputs cannot be compared: a missing or damaged file, a baseline
   key that is unknown or malformed, a window with steps the run does not have, a metric the run does
   not log (unless the baseline marks it ``optional``); each culprit is named on stderr, nothing is
-  written;
+  written. A torn last line (a run cut off while writing it) whose step lies outside the window is
+  not a culprit: it is dropped, and a note above the table says so;
 * 1 ``FAILED``: the command itself failed (a file it could not write, a traceback): no verdict.
 
 Metrics carry a ``group``; the baseline's ``gated`` list (or ``--gate``) says which groups can fail
@@ -36,7 +37,7 @@ from typing import Any, Optional
 
 from verl_ascend.checks.exits import FAILED, OK, REFUSED
 from verl_ascend.report import plots
-from verl_ascend.report.metrics_log import read_step_values
+from verl_ascend.report.metrics_log import read_step_values, torn_tail
 from verl_ascend.report.problems import InputFormatError
 from verl_ascend.report.report import _write_text_atomic
 
@@ -343,10 +344,11 @@ def run_gate(args: argparse.Namespace) -> tuple[int, str]:
         values, problems = read_step_values(args.metrics)
     except InputFormatError as e:
         raise GateInputError(str(e)) from None
+    problems, dropped = _drop_torn_tail(args.metrics, problems, baseline.window)
     if problems:  # a gate never passes on a half-read run
         raise GateInputError("; ".join(map(str, problems)))
     rows = compare(values, baseline, metrics_path, None if args.gate is None else tuple(args.gate))
-    text = render_table(rows, baseline, metrics_path)
+    text = dropped + render_table(rows, baseline, metrics_path)
     if args.json:
         _write_text_atomic(args.json, json.dumps(to_json(rows, baseline, metrics_path), indent=2) + "\n")
         text += f"\njson: {args.json}"
@@ -357,6 +359,19 @@ def run_gate(args: argparse.Namespace) -> tuple[int, str]:
         except Exception as e:  # the plot is a view of the table: never lose the verdict over it
             print(f"warning: could not draw {target} ({type(e).__name__}: {e})", file=sys.stderr)
     return (REFUSED if any(r.regressed for r in rows) else OK), text
+
+
+def _drop_torn_tail(path: Path, problems: list, window: tuple[int, int]) -> tuple[list, str]:
+    """(problems left, a note): a torn last line -- what a crashed run leaves -- whose step lies outside the window
+    compares nothing and is dropped with a note; one inside the window, or of a step it never wrote, still refuses."""
+    torn = torn_tail(path) if problems else None
+    if torn is None or torn.step is None or window[0] <= torn.step <= window[1]:
+        return problems, ""
+    left = [p for p in problems if p.line != torn.line]
+    if len(left) == len(problems):
+        return problems, ""
+    return left, (f"note: {path}:{torn.line}: dropped the last line, cut off while writing step {torn.step} "
+                  f"(outside the window, steps {window[0]}-{window[1]})\n")
 
 
 def main(argv: Optional[list[str]] = None) -> int:

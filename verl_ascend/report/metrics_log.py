@@ -9,6 +9,7 @@ the train:rollout ratio. Traces are needed only for what happens *inside* a phas
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -49,6 +50,35 @@ def looks_like_metrics_log(path: str | Path) -> bool:
     return False
 
 
+# The start of a record as upstream's FileLogger writes it: the step comes first, then its data.
+_STEP_AT_START = re.compile(r'^\s*\{\s*"step"\s*:\s*(-?\d+)\s*[,}]')
+TORN = "last line is incomplete: the log was cut off"
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """The last line of a log whose write was cut off (a crashed run): where, and its step if it got that far."""
+
+    line: int
+    step: Optional[int]
+
+
+def torn_tail(path: str | Path) -> Optional[TornTail]:
+    """The last line when it has no line end and is not JSON (a write cut off), else None."""
+    last, number = "", 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, last in enumerate(fh, 1):
+            pass
+    if not last or last.endswith("\n"):
+        return None
+    try:
+        json.loads(last)
+        return None
+    except ValueError:
+        match = _STEP_AT_START.match(last)
+        return TornTail(number, int(match.group(1)) if match else None)
+
+
 def _records(path: str, problems: list[InputProblem]) -> Iterator[tuple[int, dict]]:
     """(step, data) of each valid record in file order; each bad line becomes a problem (file and line)."""
     try:
@@ -66,7 +96,7 @@ def _records(path: str, problems: list[InputProblem]) -> Iterator[tuple[int, dic
                     rec = json.loads(text)
                 except ValueError as e:
                     last = not line.endswith("\n")
-                    msg = "last line is incomplete: the log was cut off" if last else f"not JSON ({e.msg} at column {e.colno})"
+                    msg = TORN if last else f"not JSON ({e.msg} at column {e.colno})"
                     problems.append(InputProblem(path, f"{msg}; expected {_EXPECTED}", line=lineno, partial=True))
                     continue
                 if not isinstance(rec, dict) or not isinstance(rec.get("data"), dict) or "step" not in rec:

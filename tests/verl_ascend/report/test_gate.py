@@ -286,3 +286,30 @@ def test_the_documented_baselines_load(tmp_path):
     assert loaded[1].window == (5, 14)
     assert npu["actor/perf/max_memory_allocated_gb"].allowed()[1] == pytest.approx(53.3)
     assert npu["training/rollout_probs_diff_mean"].regression == "either" and npu["perf/throughput"].relative
+
+
+def _torn(tmp_path, step, cut=40):
+    """The real demo run's metrics with a record of ``step`` cut off after ``cut`` bytes, as a crash leaves it."""
+    lines = DEMO_METRICS.read_text().splitlines()
+    record = json.loads(lines[-1])
+    record["step"] = step
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("\n".join(lines) + "\n" + json.dumps(record)[:cut])
+    return metrics
+
+
+def test_a_torn_last_line_after_the_window_is_dropped_with_a_note(tmp_path, capsys):
+    metrics = _torn(tmp_path, 12)  # the window is 2-11
+    rc, out, err = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml"), "--no-plot")
+    assert rc == OK, err
+    assert out.startswith(f"note: {metrics}:12: dropped the last line, cut off while writing step 12 "
+                          "(outside the window, steps 2-11)")
+    assert verdicts(out)[SCORE] == "ok" and verdicts(out)[STEP_TIME].startswith("ok")
+
+
+@pytest.mark.parametrize("step, cut", [(11, 40), (12, 8)])  # inside the window; cut before its step was written
+def test_a_torn_last_line_that_may_hold_window_data_still_refuses(tmp_path, capsys, step, cut):
+    metrics = _torn(tmp_path, step, cut)
+    rc, out, err = gate(capsys, metrics, write_baseline(tmp_path / "b.yaml"), "--no-plot")
+    assert rc == REFUSED and out == ""
+    assert f"{metrics}:12: last line is incomplete: the log was cut off" in err

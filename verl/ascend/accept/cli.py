@@ -12,7 +12,9 @@ Runs, in order, and reports each check with its measured value and verdict:
 It writes ``accept.json`` and ``accept.txt`` to the folder it prints. Exit status, the checks' one table
 (:mod:`verl_ascend.checks.exits`): 0 when no check failed; 2 refused -- a check failed (a check that
 crashes is a failed check, named in the report), or bad input (an unknown option, a report folder it
-cannot write or that holds an earlier run); 1 the command itself failed (a traceback). Without a real
+cannot write or that holds an earlier run, a timeout that is not > 0); 1 the command itself failed (a
+traceback); 130 interrupted (Ctrl-C, or a launched process stopped by it): no verdict on the host, no
+report written. Without a real
 ``torch_npu`` (a CPU machine, CI) it runs under the NPU emulator and vLLM's CPU build, and the
 report marks which parts are device-only and were skipped, and what stood in for them.
 """
@@ -31,7 +33,9 @@ from pathlib import Path
 from verl_ascend import envs
 from verl_ascend.checks.exits import OK, REFUSED
 
-from verl.ascend.accept.record import FAIL, SKIPPED, Check, exit_code, metadata, writable_folder, write_report
+from verl.ascend.accept.record import (
+    FAIL, INTERRUPTED, SKIPPED, Check, exit_code, metadata, stopped_by_ctrl_c, writable_folder, write_report,
+)
 
 CHECKS = ("stack", "fused_ops", "vllm_env", "dapo", "trace")
 
@@ -55,7 +59,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--checks: trace reads the profiled step of the dapo run; add dapo")
     if args.tp < 1:
         parser.error(f"--tp {args.tp}: the rollout TP is a positive integer")
+    if not args.timeout > 0:  # also NaN; 0 or less would stop every launched process at once
+        parser.error(f"--timeout {args.timeout:g}: accepted: seconds > 0 allowed to each launched process")
     return args
+
 
 
 def stack_check() -> Check:
@@ -132,6 +139,8 @@ def run_checks(args: argparse.Namespace, folder: Path, emulated: bool) -> list[C
 
         def dapo() -> Check:
             status["code"] = run_check.launch(run_dir, tiny, emulated, args.tp, args.timeout).returncode
+            if stopped_by_ctrl_c(status["code"]):
+                raise KeyboardInterrupt  # the user's stop, not the host failing the recipe
             return run_check.dapo_check(run_dir, status["code"], emulated)
 
         checks.append(_timed("dapo", dapo))
@@ -156,7 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     emulated = not emulator.real_torch_npu_importable()
     mode = "CPU: NPU emulator and vLLM's CPU build" if emulated else "Ascend NPU"
     print(f"[verl-ascend accept] {mode}; report folder: {folder}", flush=True)
-    checks = run_checks(args, folder, emulated)
+    try:
+        checks = run_checks(args, folder, emulated)
+    except KeyboardInterrupt:
+        print(f"[verl-ascend accept] interrupted: no verdict on this host and no report; {folder} keeps what ran. "
+              "Run `verl-ascend accept` again (with another --out, or none) for a verdict", file=sys.stderr, flush=True)
+        return INTERRUPTED
     json_path, text_path, text = write_report(folder, checks, metadata(mode))
     print(text, end="")
     print(f"[verl-ascend accept] report: {json_path} and {text_path}", flush=True)

