@@ -46,7 +46,7 @@ def run_recipe(
     }
     full_env.pop("VERL_FILE_LOGGER_PATH", None)
     return subprocess.run(
-        [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", config, *overrides],
+        [sys.executable, "-m", "verl_ascend", "train", "--config-name", config, *overrides],
         cwd=REPO,
         env=full_env,
         capture_output=True,
