@@ -10,8 +10,8 @@ that process's alone:
 * ``json.load``      -- ``json.load(open(trace))`` and a count of the events;
 * ``stream``         -- :func:`verl_ascend.report.chrome_trace.iter_events`, counting events;
 * ``report``         -- the full ``verl-ascend report`` (analysis, JSON, plots), as a user runs it
-  (``python -m verl_ascend report``). ``verl_ascend`` lives outside upstream's ``verl`` namespace, so upstream's ``verl/__init__``
-  (torch, Ray: ~370 MB, 9 s on an idle 2-core machine) is never imported;
+  (``python -m verl_ascend report``). ``verl_ascend`` lives outside upstream's ``verl`` namespace, so
+  upstream's ``verl/__init__`` (torch, Ray: ~370 MB, 9 s on an idle 2-core machine) is never imported;
 * ``report-core``    -- the same report started through ``-c`` (``main()`` called directly).
 
 Usage::

@@ -48,13 +48,15 @@ def commands() -> tuple[Command, ...]:
                 "verl-ascend doctor --config-name dapo_qwen25_32b_npu data.max_response_length=8192",
                 "an error finding (a warning too under --strict), a config that does not compose or has a key "
                 "of the wrong type or range"),
-        Command("dry-run", "recipe.dapo_ascend.dry_run:cli", "print the composed config, effective settings, env and verdict",
+        Command("dry-run", "recipe.dapo_ascend.dry_run:cli",
+                "print the composed config, effective settings, env and verdict",
                 "verl-ascend dry-run --config-name dapo_qwen25_32b_npu",
                 "the doctor's verdict is no (the same rules), a config that does not compose"),
         Command("env", "verl.ascend.env.cli:main", "print the NPU runtime-environment profile as shell lines",
                 "verl-ascend env actor_rollout_ref.rollout.enforce_eager=True",
                 "a broken env-profile rule or a value the profile does not accept, a config that does not compose"),
-        Command("stack-gate", "verl.ascend.env.stack_gate:main", "check this host's NPU software stack against the pins",
+        Command("stack-gate", "verl.ascend.env.stack_gate:main",
+                "check this host's NPU software stack against the pins",
                 "verl-ascend stack-gate", "an install that does not match the pins (each MISMATCH line)"),
         Command("accept", "verl.ascend.accept.cli:main", "acceptance run of a host: stack, fused ops, a short DAPO run",
                 "verl-ascend accept --out outputs/accept/first",
@@ -68,7 +70,8 @@ def commands() -> tuple[Command, ...]:
                 "verl-ascend parse-traces outputs/profile",
                 "nothing to parse, or no usable torch_npu here (1: a folder still unparsed afterwards)"),
         Command("gate", "verl_ascend.report.gate:main", "regression gate: a run's metrics against a baseline",
-                "verl-ascend gate outputs/dapo_tiny_cpu/metrics.jsonl --baseline recipe/dapo_ascend/baselines/dapo_demo_cpu.yaml",
+                "verl-ascend gate outputs/dapo_tiny_cpu/metrics.jsonl"
+                " --baseline recipe/dapo_ascend/baselines/dapo_demo_cpu.yaml",
                 "a regressed gated metric (named in its table), or inputs it cannot compare (named on stderr)"),
         Command("seams", "verl_ascend.seams.cli:main", "every contact with upstream code and its status",
                 "verl-ascend seams --strict", "with --strict: a row that is removable or whose target changed"),
@@ -77,7 +80,8 @@ def commands() -> tuple[Command, ...]:
         Command("data", "recipe.dapo_ascend.data.prepare:main", "prepare a dataset as checked parquet rows",
                 "verl-ascend data aime2024 -i aime_2024_problems.parquet -o ~/data/dapo/aime-2024.parquet",
                 "a bad row (each listed; --skip-bad drops them), an input it cannot read, an output it cannot write"),
-        Command("assets", "recipe.dapo_ascend.tiny.assets:main", "build the tiny model, tokenizer and task for the CPU demo",
+        Command("assets", "recipe.dapo_ascend.tiny.assets:main",
+                "build the tiny model, tokenizer and task for the CPU demo",
                 "verl-ascend assets --root ~/.cache/verl-ascend/tiny"),
         Command("plot", "recipe.dapo_ascend.tiny.plot:main", "plot a run's metrics file",
                 "verl-ascend plot outputs/dapo_tiny_cpu/metrics.jsonl",
@@ -117,7 +121,7 @@ def usage() -> str:
     width = max(len(c.name) for c in rows)
     lines = [f"usage: {PROG} <command> [args...]   ({PROG} <command> --help for each)", "", "commands:"]
     lines += [f"  {c.name:<{width}}  {c.summary}" for c in rows]
-    lines += ["", f"same command without PATH: python -m verl_ascend <command> [args...]",
+    lines += ["", "same command without PATH: python -m verl_ascend <command> [args...]",
               "exit status: 0 ok, 2 refused (a no verdict or bad input, culprits named), 1 the command itself failed"]
     return "\n".join(lines)
 

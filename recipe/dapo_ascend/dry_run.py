@@ -142,7 +142,7 @@ def cli(argv: list[str] | None = None) -> int:
     from verl_ascend.cli import parser as cli_parser
 
     parser = cli_parser("dry-run", __doc__.splitlines()[0],
-                        ["DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh trainer.nnodes=2   # the same, via the job script"])
+                        ["DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh trainer.nnodes=2   # the same, via the script"])
     parser.add_argument("--config-name", default="dapo_qwen25_32b_npu")
     parser.add_argument("overrides", nargs="*", help="upstream-style Hydra overrides")
     args = parser.parse_args(argv)

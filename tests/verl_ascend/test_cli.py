@@ -74,7 +74,8 @@ def test_every_help_names_the_command_its_statuses_and_the_rows_example(row, cap
     assert out.startswith(f"usage: verl-ascend {row.name}"), out[:200]
     assert f"exit status: {OK} ok; {REFUSED} refused" in out
     examples = out.split("\nexamples:\n", 1)[1].splitlines()
-    assert examples[0].strip() == row.example and all(e.strip().startswith(("verl-ascend", "DRY_RUN=")) for e in examples)
+    assert examples[0].strip() == row.example
+    assert all(e.strip().startswith(("verl-ascend", "DRY_RUN=")) for e in examples), examples
 
 
 def _main_entries(path: Path, repo: Path) -> list[str]:
@@ -106,12 +107,13 @@ def test_no_command_keeps_a_python_dash_m_entry_point_of_its_own():
 def test_an_old_entry_point_is_found(tmp_path):
     """The scan above, on the shapes today's code had: a package __main__.py, a target module that is one, and
     a __main__ block."""
-    for rel, text in {"a/__main__.py": "", "a/mod.py": "def main(argv): ...\n", "b/__main__.py": "def main(argv): ...\n",
-                      "c/tool.py": "def main(argv): ...\nif __name__ == '__main__':\n    main(None)\n"}.items():
+    main = "def main(argv): ...\n"
+    for rel, text in {"a/__main__.py": "", "a/mod.py": main, "b/__main__.py": main,
+                      "c/tool.py": main + "if __name__ == '__main__':\n    main(None)\n"}.items():
         (tmp_path / rel).parent.mkdir(exist_ok=True)
         (tmp_path / rel).write_text(text)
-    rows = (cli.Command("a", "a.mod:main", "s", "verl-ascend a"), cli.Command("b", "b.__main__:main", "s", "verl-ascend b"),
-            cli.Command("c", "c.tool:main", "s", "verl-ascend c"))
+    rows = tuple(cli.Command(name, target, "s", f"verl-ascend {name}")
+                 for name, target in (("a", "a.mod:main"), ("b", "b.__main__:main"), ("c", "c.tool:main")))
     assert old_entry_points(rows, tmp_path) == ["a: a/__main__.py runs its package as a script",
                                                "b: target b.__main__ is a __main__ module",
                                                "b: b/__main__.py runs its package as a script",

@@ -4,7 +4,7 @@
   run leaves (traces, torch_npu text export, metrics log), as text, JSON and plots.
 * ``verl-ascend parse-traces DIR`` -- parse raw torch_npu data whose online parse failed.
 * ``verl-ascend gate METRICS --baseline FILE`` -- a run's metrics against a stored
-  baseline over a step window; exit 1 on a regression.
+  baseline over a step window; exit 2 (refused) on a regression.
 
 The check that runs after each profiled step of a live run (is every asked-for trace on disk?) belongs
 to the run machinery: ``verl_ascend/run/trace_check.py``.
