@@ -3,4 +3,5 @@ interpreter but not the venv's bin on PATH (``"${PYTHON:-python}" -m verl_ascend
 
 from verl_ascend.cli import entry
 
-entry()
+if __name__ == "__main__":
+    entry()
