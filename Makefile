@@ -45,7 +45,7 @@ demo-vllm: $(VLLM_STAMP)
 demo: $(STAMP)
 	rm -rf outputs/dapo_tiny_cpu outputs/checkpoints/dapo_tiny_cpu
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/dapo_tiny_cpu.sh
-	$(PY) -m verl_ascend.report.gate "$${VERL_FILE_LOGGER_PATH:-$${VERL_ASCEND_OUTPUT_DIR:-outputs}/dapo_tiny_cpu/metrics.jsonl}" \
+	$(VENV)/bin/verl-ascend gate "$${VERL_FILE_LOGGER_PATH:-$${VERL_ASCEND_OUTPUT_DIR:-outputs}/dapo_tiny_cpu/metrics.jsonl}" \
 		--baseline recipe/dapo_ascend/baselines/dapo_demo_cpu.yaml
 
 # tests/npu runs in its own process: modules first imported while the NPU emulator is active

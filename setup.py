@@ -75,7 +75,7 @@ setup(
             "dapo_ascend = recipe.dapo_ascend.envs:VARIABLES",
             "verl_ascend = verl_ascend.envs:VARIABLES",
         ],
-        # A recipe's config folder, for commands outside the recipe (python -m verl.ascend.env).
+        # A recipe's config folder, for commands outside the recipe (verl-ascend env).
         "verl_ascend.configs": [
             "dapo_ascend = recipe.dapo_ascend.config_utils:CONFIGS",
         ],

@@ -2,7 +2,7 @@
 
 One invocation runs the same workload twice, each in a fresh output directory:
 
-- ``recipe``    ``python -m recipe.dapo_ascend.main_dapo --config-name dapo_demo_cpu`` (the recipe's trainer)
+- ``recipe``    ``verl-ascend train --config-name dapo_demo_cpu`` (the recipe's trainer)
 - ``main_ppo``  ``python -m verl.trainer.main_ppo`` on the very same composed config
                 (``--config-path recipe/dapo_ascend/config``), with upstream's own synchronous
                 trainer (``trainer.v1.trainer_mode=sync``): same model, data, reward, sizes.
@@ -56,7 +56,7 @@ WORKLOADS = {
 }
 SAME_ROUNDS = ["algorithm.filter_groups.enable=false", "reward.reward_kwargs.overlong_buffer_cfg.enable=false"]
 RUNS = {
-    "recipe": ["-m", "recipe.dapo_ascend.main_dapo", "--config-name", CONFIG],
+    "recipe": ["-m", "verl_ascend", "train", "--config-name", CONFIG],
     "main_ppo": [
         "-m", "verl.trainer.main_ppo", "--config-path", str(REPO / "recipe/dapo_ascend/config"),
         "--config-name", CONFIG, "trainer.v1.trainer_mode=sync",
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
 
     out = args.out or Path(tempfile.mkdtemp(prefix="verl-ascend-bench-"))
     tiny = os.environ.get("VERL_ASCEND_TINY_DIR", str(Path.home() / ".cache" / "verl-ascend" / "tiny"))
-    subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", tiny], check=True, cwd=REPO,
+    subprocess.run([sys.executable, "-m", "verl_ascend", "assets", "--root", tiny], check=True, cwd=REPO,
                    stdout=subprocess.DEVNULL)
     overrides = [f"trainer.total_training_steps={args.steps}", *WORKLOADS[args.workload],
                  *([] if args.dapo else SAME_ROUNDS), *args.overrides]

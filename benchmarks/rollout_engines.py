@@ -33,7 +33,7 @@ def run_engine(engine: str, steps: int, overrides: list[str], out: Path) -> dict
     env = {**os.environ, "VERL_ASCEND_OUTPUT_DIR": str(out), "PYTHONUNBUFFERED": "1"}
     env.pop("VERL_FILE_LOGGER_PATH", None)
     cmd = [
-        sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", "dapo_tiny_cpu",
+        sys.executable, "-m", "verl_ascend", "train", "--config-name", "dapo_tiny_cpu",
         f"actor_rollout_ref.rollout.name={engine}", f"trainer.total_training_steps={steps}",
         f"trainer.save_freq={steps}", *overrides,
     ]
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         parser.error("--steps must be at least 2 (the first step is start-up, the rest steady state)")
     root = args.out or Path(tempfile.mkdtemp(prefix="verl-ascend-engines-"))
     tiny = os.environ.setdefault("VERL_ASCEND_TINY_DIR", str(Path.home() / ".cache" / "verl-ascend" / "tiny"))
-    subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", tiny], check=True, cwd=REPO,
+    subprocess.run([sys.executable, "-m", "verl_ascend", "assets", "--root", tiny], check=True, cwd=REPO,
                    stdout=subprocess.DEVNULL)
     results = {engine: run_engine(engine, args.steps, args.overrides, root / engine) for engine in args.engines}
     failed = {engine: r["error"] for engine, r in results.items() if "error" in r}

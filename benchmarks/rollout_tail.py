@@ -56,7 +56,7 @@ def run(name: str, overrides: list[str], steps: int, out: Path, env: dict) -> li
     run_out = out / name
     env = {**env, "VERL_ASCEND_OUTPUT_DIR": str(run_out)}
     cmd = [
-        sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", CONFIG,
+        sys.executable, "-m", "verl_ascend", "train", "--config-name", CONFIG,
         f"trainer.total_training_steps={steps}", "trainer.save_freq=-1", "fault_tolerance.allow_no_checkpoints=true", *overrides,
     ]
     print(f"== {name}: {' '.join(cmd[3:])}", flush=True)
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     env.pop("VERL_FILE_LOGGER_PATH", None)
     tail_dir = env.setdefault("VERL_ASCEND_TAIL_DIR", str(Path.home() / ".cache" / "verl-ascend" / "tiny_tail"))
     built = subprocess.run(
-        [sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--workload", "tail", "--root", tail_dir],
+        [sys.executable, "-m", "verl_ascend", "assets", "--workload", "tail", "--root", tail_dir],
         cwd=REPO, env=env, capture_output=True, text=True,
     )
     if built.returncode != 0:

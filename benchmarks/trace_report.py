@@ -9,9 +9,9 @@ that process's alone:
 
 * ``json.load``      -- ``json.load(open(trace))`` and a count of the events;
 * ``stream``         -- :func:`verl_ascend.report.chrome_trace.iter_events`, counting events;
-* ``report``         -- the full ``python -m verl_ascend.report`` (analysis, JSON, plots), as a user
-  runs it. ``verl_ascend`` lives outside upstream's ``verl`` namespace, so upstream's ``verl/__init__``
-  (torch, Ray: ~370 MB, 9 s on an idle 2-core machine) is never imported;
+* ``report``         -- the full ``verl-ascend report`` (analysis, JSON, plots), as a user runs it
+  (``python -m verl_ascend report``). ``verl_ascend`` lives outside upstream's ``verl`` namespace, so
+  upstream's ``verl/__init__`` (torch, Ray: ~370 MB, 9 s on an idle 2-core machine) is never imported;
 * ``report-core``    -- the same report started through ``-c`` (``main()`` called directly).
 
 Usage::
@@ -147,7 +147,7 @@ def _run_case(kind: str, trace: Path, out_dir: Path) -> tuple[float, float]:
     elif kind == "stream":
         argv = [py, "-c", _STREAM, str(trace)]
     elif kind == "report":
-        argv = [py, "-m", "verl_ascend.report", str(trace), "--out", str(out_dir), "--quiet"]
+        argv = [py, "-m", "verl_ascend", "report", str(trace), "--out", str(out_dir), "--quiet"]
     else:
         argv = [py, "-c", _LEAN.format(module="verl_ascend.report.report"), str(trace), "--out", str(out_dir),
                 "--quiet"]

@@ -1,6 +1,6 @@
 """The same DAPO workload through each of upstream's trainer modes, side by side, in one invocation.
 
-Each run is ``python -m recipe.dapo_ascend.main_dapo --config-name <workload's config>
+Each run is ``verl-ascend train --config-name <workload's config>
 trainer.v1.trainer_mode=<mode>`` in a fresh output directory (the recipe's trainer in upstream's class
 for the mode; the CPU platform fills in separate_async's rollout pool and gloo weight-sync engine).
 Workloads (``--workloads``):
@@ -72,7 +72,7 @@ WORKLOADS = {
 def assets(kind: str, tiny: str) -> str:
     """Build (or reuse) one kind of tiny assets (tiny/assets.py ``--workload``); returns their root."""
     root = tiny if kind == "first_digit" else str(Path(tiny).parent / f"tiny_{kind}")
-    subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", root, "--workload", kind],
+    subprocess.run([sys.executable, "-m", "verl_ascend", "assets", "--root", root, "--workload", kind],
                    check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     return root
 
@@ -91,7 +91,7 @@ def run_once(mode: str, workload: str, steps: int, out: Path, roots: dict, extra
            "PYTHONUNBUFFERED": "1"}
     env.pop("VERL_FILE_LOGGER_PATH", None)
     config, _, overrides = WORKLOADS[workload]
-    args = [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", config,
+    args = [sys.executable, "-m", "verl_ascend", "train", "--config-name", config,
             f"trainer.v1.trainer_mode={mode}", f"trainer.total_training_steps={steps}", *overrides, *extra]
     started = time.monotonic()
     with open(out / "run.log", "w") as log:

@@ -29,8 +29,8 @@
 #   DRY_RUN         1 = compose, resolve the env profile, run the config doctor, print, exit [0]
 #   PYTHON          interpreter with verl-ascend installed       [python3]
 # Prepare the data first (from files you downloaded; nothing is fetched):
-#   python -m recipe.dapo_ascend.data.prepare dapo-math -i dapo-math-17k.parquet -o "$DATA_DIR/dapo-math-17k.parquet"
-#   python -m recipe.dapo_ascend.data.prepare aime2024 -i aime_2024_problems.parquet -o "$DATA_DIR/aime-2024.parquet"
+#   verl-ascend data dapo-math -i dapo-math-17k.parquet -o "$DATA_DIR/dapo-math-17k.parquet"
+#   verl-ascend data aime2024 -i aime_2024_problems.parquet -o "$DATA_DIR/aime-2024.parquet"
 # Multi-node: start Ray on every node first (docs/ascend_tutorial/quick_start.md), then run this on the head.
 # Note: the 4096-token overlong buffer must stay shorter than data.max_response_length; when you
 # shorten responses, lower reward.reward_kwargs.overlong_buffer_cfg.len too (the doctor says so).
@@ -95,7 +95,8 @@ else
   HYDRA_ARGS=("hydra.run.dir=$OUTPUT_DIR/hydra/$EXPERIMENT/$(date +%Y%m%d-%H%M%S)")
 fi
 
-exec "$PYTHON" -m recipe.dapo_ascend.main_dapo --config-name dapo_qwen25_32b_npu \
+# `verl-ascend train`, run through $PYTHON so the interpreter named above is the one that trains.
+exec "$PYTHON" -m verl_ascend train --config-name dapo_qwen25_32b_npu \
   "actor_rollout_ref.model.path=$MODEL_PATH" \
   "data.train_files=$TRAIN_FILE" \
   "data.val_files=$VAL_FILE" \

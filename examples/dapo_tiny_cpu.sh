@@ -12,6 +12,8 @@
 #   VERL_ASCEND_TINY_DIR    where the tiny assets live   (default ~/.cache/verl-ascend/tiny)
 #   VERL_ASCEND_OUTPUT_DIR  checkpoints and metrics      (default ./outputs)
 #   VERL_FILE_LOGGER_PATH   metrics JSON lines           (default $VERL_ASCEND_OUTPUT_DIR/dapo_tiny_cpu/metrics.jsonl)
+#   PYTHON                  interpreter with verl-ascend installed (default python); each step is a
+#                           `verl-ascend` command, run as `$PYTHON -m verl_ascend` so no PATH is needed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,9 +21,10 @@ export VERL_ASCEND_TINY_DIR="${VERL_ASCEND_TINY_DIR:-$HOME/.cache/verl-ascend/ti
 export VERL_ASCEND_OUTPUT_DIR="${VERL_ASCEND_OUTPUT_DIR:-outputs}"
 export PYTHONUNBUFFERED=1
 
-python -m recipe.dapo_ascend.tiny.assets --root "$VERL_ASCEND_TINY_DIR" >/dev/null
-python -m recipe.dapo_ascend.main_dapo --config-name dapo_demo_cpu "$@"
+PYTHON="${PYTHON:-python}"
+"$PYTHON" -m verl_ascend assets --root "$VERL_ASCEND_TINY_DIR" >/dev/null
+"$PYTHON" -m verl_ascend train --config-name dapo_demo_cpu "$@"
 metrics="${VERL_FILE_LOGGER_PATH:-$VERL_ASCEND_OUTPUT_DIR/dapo_tiny_cpu/metrics.jsonl}"
 if [ -f "$metrics" ]; then
-    python -m recipe.dapo_ascend.tiny.plot "$metrics"
+    "$PYTHON" -m verl_ascend plot "$metrics"
 fi

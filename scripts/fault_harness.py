@@ -4,7 +4,7 @@
     python scripts/fault_harness.py --list
     python scripts/fault_harness.py [--only NAME[,NAME...]] [--out DIR] [--result FILE] [--tiny-dir DIR]
 
-Each fault gets its own output folder and drives ``python -m recipe.dapo_ascend.main_dapo`` (the tiny CPU
+Each fault gets its own output folder and drives ``python -m verl_ascend train`` (the tiny CPU
 config, 3 steps, a checkpoint every step) in its own session (``tests/recipe/fault_helpers.py``), injects
 the fault, restarts the way a user would, and then checks the invariants of issue 25 on what the runs left:
 
@@ -325,7 +325,7 @@ def driver_kill9(lab: Lab) -> list[Check]:
         os.kill(run.proc.pid, signal.SIGKILL)  # the driver only, not its tree
         since = time.monotonic()
         killed = lab.finish(run, "killed", expect=[r"the driver \(PID \d+\) .*ended without stopping its run",
-                                                   KEPT.pattern, RERUN + r": .*main_dapo"])
+                                                   KEPT.pattern, RERUN + r": .*-m verl_ascend train"])
     finally:
         if run.alive():
             run.kill_tree()

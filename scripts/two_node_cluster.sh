@@ -162,11 +162,11 @@ cmd_run() {
   cmd_start
   export VERL_ASCEND_TINY_DIR="${VERL_ASCEND_TINY_DIR:-$HOME/.cache/verl-ascend/tiny}"
   export PYTHONUNBUFFERED=1
-  "$PY" -m recipe.dapo_ascend.tiny.assets --root "$VERL_ASCEND_TINY_DIR" >/dev/null
+  "$PY" -m verl_ascend assets --root "$VERL_ASCEND_TINY_DIR" >/dev/null
   rm -rf "$CLUSTER_DIR/nodes"
   local modules="${VERL_USE_EXTERNAL_MODULES:+$VERL_USE_EXTERNAL_MODULES,}node_report"
   local rc=0
-  RAY_ADDRESS="" VERL_USE_EXTERNAL_MODULES="$modules" "$PY" -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu \
+  RAY_ADDRESS="" VERL_USE_EXTERNAL_MODULES="$modules" "$PY" -m verl_ascend train --config-name dapo_tiny_cpu \
     trainer.nnodes=2 trainer.n_gpus_per_node="$NODE_GPUS" \
     actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=32 \
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32 \

@@ -12,13 +12,17 @@ Rules, checked on every ``import``/``from ... import`` of every product module, 
 - ``verl_ascend`` imports none of ``verl.ascend``, ``verl.cpu``, ``recipe``;
 - no import cycle between modules, through any import: at module top level or inside a function (a lazy
   import hides a circle from Python, not from the reader), and no cycle between the homes (here the toolkit
-  counts as its rooms ``report``, ``checks``, ``run``, ``seams``).
+  counts as its rooms ``report``, ``checks``, ``run``, ``seams``, ``cli`` (the command table and the parser
+  every command builds) and ``checks.exits`` (the exit-status table every command returns from: a leaf that
+  imports nothing, so the commands of every room, ``cli`` included, may read it).
 
 String hand-overs (``runpy.run_module``, ``importlib.import_module``, entry points) are not imports. The
 sanctioned ones, each a registration by the owner or a launch as a user starts it:
 
-- ``verl/ascend/accept/run_check.py`` and ``cli.py`` -> subprocesses ``python -m recipe.dapo_ascend.main_dapo`` and
-  ``python -m recipe.dapo_ascend.tiny.assets`` (the acceptance run launches the recipe as a user does);
+- ``verl/ascend/accept/run_check.py`` and ``cli.py`` -> subprocesses ``python -m verl_ascend train`` and
+  ``python -m verl_ascend assets`` (the acceptance run launches the recipe as a user does);
+- ``verl_ascend/cli.py``: each command's ``module:function``, imported when that command runs (the homes own
+  their commands; the table only lists them);
 - entry points of group ``verl_ascend.checks`` (setup.py): ``verl.ascend.env.rules:register_checks`` and
   ``recipe.dapo_ascend.checks:register_checks``, loaded by ``verl_ascend.checks.rules()``.
 - entry points of group ``verl_ascend.seams`` (setup.py): each home's ``seams:SEAMS`` (its seam rows), loaded
@@ -37,8 +41,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT_ROOTS = ("verl/ascend", "verl/cpu", "verl_ascend", "recipe/dapo_ascend")
 HOMES = ("verl.ascend", "verl.cpu", "verl_ascend", "recipe")
-# For the cycle check the toolkit counts as its rooms: report, checks, run and seams may not lean on each other both ways.
-ROOMS = ("verl.ascend", "verl.cpu", "verl_ascend.report", "verl_ascend.checks", "verl_ascend.run", "verl_ascend.seams",
+# For the cycle check the toolkit counts as its rooms: report, checks, run, seams, cli and the exit table may not
+# lean on each other both ways (the longest prefix first: checks.exits before checks).
+ROOMS = ("verl.ascend", "verl.cpu", "verl_ascend.report", "verl_ascend.checks.exits", "verl_ascend.checks",
+         "verl_ascend.run", "verl_ascend.seams", "verl_ascend.cli",
          "verl_ascend", "recipe")
 FORBIDDEN = {
     "verl.ascend": ("verl.cpu", "recipe"),

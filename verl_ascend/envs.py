@@ -14,14 +14,13 @@ everywhere, and an unreadable value names the variable and what would be accepte
 Every name read anywhere in this distribution is declared by some home (``tests/verl_ascend/test_envs.py``
 scans the code).
 
-``python -m verl_ascend.envs`` prints every variable with the value set in this shell; ``--markdown``
+``verl-ascend envs`` prints every variable with the value set in this shell; ``--markdown``
 prints the table that ``docs/architecture.md`` shows.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -159,19 +158,19 @@ def markdown_table() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print every variable: name, kind, the value in this shell (or the default), what it does;
-    ``--markdown``: the docs' table instead."""
-    if argv and argv[0] == "--markdown":
+    """``verl-ascend envs``: every variable, with name, kind, the value in this shell (or the default) and
+    what it does; ``--markdown``: the docs' table instead."""
+    from verl_ascend.checks.exits import OK
+    from verl_ascend.cli import parser  # here, not at the top: every home's envs module imports this one
+
+    p = parser("envs", "The environment variables verl-ascend reads, with the value each has in this shell.",
+               ["verl-ascend envs --markdown   # the table docs/architecture.md shows"])
+    p.add_argument("--markdown", action="store_true", help="print the docs' table instead")
+    if p.parse_args(argv).markdown:
         print(markdown_table())
-        return 0
+        return OK
     for spec in declared().values():
         value = os.environ.get(spec.name)
         shown = f"{value!r} (set)" if value is not None else f"{spec.default!r} (default)"
         print(f"{spec.name:34} {spec.kind:6} {shown:28} {spec.doc}")
-    return 0
-
-
-if __name__ == "__main__":  # run as __main__, this module's EnvVar is a copy: ask the imported module
-    from verl_ascend import envs as _envs
-
-    sys.exit(_envs.main(sys.argv[1:]))
+    return OK

@@ -12,7 +12,7 @@ refusal prints) and the range check. Everything else is derived from that one de
 
 Each home declares its sections next to the code that reads them and registers each in the entry-point
 group ``verl_ascend.sections`` (setup.py); :func:`declared` assembles them without this module importing
-any home, and :func:`problems` asks every one of them. ``python -m verl_ascend.sections`` prints the
+any home, and :func:`problems` asks every one of them. ``verl-ascend keys`` prints the
 table of keys that ``docs/architecture.md`` shows.
 """
 
@@ -258,9 +258,9 @@ def markdown_table(sections: Optional[Iterable[type[Section]]] = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``verl-ascend keys``: the docs' table of every declared key."""
-    import argparse
+    from verl_ascend.checks.exits import OK
+    from verl_ascend.cli import parser  # here, not at the top: the checks this module's users import read it
 
-    argparse.ArgumentParser(prog="verl-ascend keys", description=markdown_table.__doc__).parse_args(argv)
+    parser("keys", markdown_table.__doc__, ["verl-ascend keys | grep rollout_tail"]).parse_args(argv)
     print(markdown_table())
-    return 0
-
+    return OK

@@ -1,4 +1,4 @@
-"""``python -m recipe.dapo_ascend.doctor [--config-name NAME] [--config-dir DIR] [--strict] [overrides...]``
+"""``verl-ascend doctor [--config-name NAME] [--config-dir DIR] [--strict] [overrides...]``
 
 Composes a recipe config the way the entry point would (upstream-style Hydra overrides), reads the
 current environment, runs the one validation pipeline (``verl_ascend.checks.validate``: the same rules
@@ -19,15 +19,17 @@ from collections.abc import Sequence
 
 from verl_ascend.checks import IGNORE_ENV, STRICT_ENV, format_report, refusal, strict_of, validate
 from verl_ascend.checks.exits import OK, REFUSED
+from verl_ascend.cli import parser as cli_parser
 
 DEFAULT_CONFIG = "dapo_qwen25_32b_npu"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m recipe.dapo_ascend.doctor",
-        description="Check a verl-ascend config for settings that silently do nothing or conflict.",
-        epilog=f"{STRICT_ENV}=1 is the same as --strict; {IGNORE_ENV}=rule_a,rule_b downgrades those rules to notes.",
+    parser = cli_parser(
+        "doctor",
+        "Check a verl-ascend config for settings that silently do nothing or conflict.\n"
+        f"{STRICT_ENV}=1 is the same as --strict; {IGNORE_ENV}=rule_a,rule_b downgrades those rules to notes.",
+        ["verl-ascend doctor --config-name dapo_demo_cpu --strict"],
     )
     parser.add_argument(
         "--config-name", default=DEFAULT_CONFIG, help=f"recipe config to compose (default {DEFAULT_CONFIG})"
@@ -69,7 +71,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return OK
     print(str(refused), file=sys.stderr)
     return REFUSED
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ engine config, the vLLM engine arguments incl. additional_config, the target vLL
 release; ``verl_ascend/checks/effective.py``, given the Ascend env profile), (2) the per-role environment the Ascend env profile would deliver, as ``KEY=VALUE`` lines with
 the reason for each value, and (3) the findings and verdict of the one validation pipeline (``verl_ascend.checks.validate``, the
 rules the launch runs except those that read the run's files: the same verdict as
-``python -m recipe.dapo_ascend.doctor``); then it exits. It
+``verl-ascend doctor``); then it exits. It
 imports no Ray-starting code and touches no device, so it runs on any CPU machine (and in CI).
 
 Exit status (the checks' one table, ``verl_ascend.checks.exits``): 0 when the checks accept the config,
@@ -137,14 +137,14 @@ def _main(config: DictConfig, environ: Mapping[str, str] | None, out: TextIO | N
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """``python -m recipe.dapo_ascend.dry_run [--config-name NAME] [overrides...]`` (no entry point needed)."""
-    import argparse
-
+    """``verl-ascend dry-run [--config-name NAME] [overrides...]`` (``DRY_RUN=1`` without a launch script)."""
     from recipe.dapo_ascend.config_utils import ConfigError, compose, legacy_report
+    from verl_ascend.cli import parser as cli_parser
 
-    parser = argparse.ArgumentParser(prog="python -m recipe.dapo_ascend.dry_run", description=__doc__.splitlines()[0])
+    parser = cli_parser("dry-run", __doc__.splitlines()[0],
+                        ["DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh trainer.nnodes=2   # the same, via the script"])
     parser.add_argument("--config-name", default="dapo_qwen25_32b_npu")
-    parser.add_argument("overrides", nargs="*")
+    parser.add_argument("overrides", nargs="*", help="upstream-style Hydra overrides")
     args = parser.parse_args(argv)
     report = legacy_report(args.config_name, args.overrides)
     if report is not None:  # upstream's old reward keys: every culprit in one report
@@ -156,7 +156,3 @@ def cli(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return REFUSED
     return main(config)
-
-
-if __name__ == "__main__":
-    sys.exit(cli())

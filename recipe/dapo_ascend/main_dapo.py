@@ -37,6 +37,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from recipe.dapo_ascend.config_utils import CONFIG_DIR
 from recipe.dapo_ascend.dry_run import profile_evaluated_once
 from recipe.dapo_ascend.preflight import NoStart, prepare
 from verl_ascend import envs
@@ -158,7 +159,9 @@ def _stop_ray() -> None:
         logger.debug("ray.shutdown after a failed run: %s", exc)
 
 
-@hydra.main(config_path="config", config_name=DEFAULT_CONFIG, version_base=None)
+# An absolute folder: imported by ``verl-ascend train`` (not run as ``__main__``), Hydra would look the relative
+# "config" up as package resources of recipe.dapo_ascend.config, a namespace package it cannot read.
+@hydra.main(config_path=str(CONFIG_DIR), config_name=DEFAULT_CONFIG, version_base=None)
 def main(config: DictConfig) -> None:
     code = main_with_config(config)
     if code:

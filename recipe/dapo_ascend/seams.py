@@ -2,7 +2,7 @@
 
 Most rows are ``private-override`` (installed by being used: the recipe's trainer subclasses
 upstream's) or ``trainer``-stage rebinds done by the recipe's components. Registered in the
-entry-point group ``verl_ascend.seams`` (setup.py); ``python -m verl_ascend.seams`` prints them.
+entry-point group ``verl_ascend.seams`` (setup.py); ``verl-ascend seams`` prints them.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def test_inside_each_vllm_worker_the_plugin_ran_and_the_rollout_env_arrived(run)
 def test_regression_gate_passes_on_the_correctness_metrics(run):
     out, _, _, _ = run
     metrics = out / "dapo_tiny_cpu" / "metrics.jsonl"
-    gate = subprocess.run([sys.executable, "-m", "verl_ascend.report.gate", str(metrics), "--baseline",
+    gate = subprocess.run([sys.executable, "-m", "verl_ascend", "gate", str(metrics), "--baseline",
                            str(REPO / "recipe" / "dapo_ascend" / "baselines" / "dapo_demo_cpu_2steps.yaml"),
                            "--no-plot"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert gate.returncode == 0, gate.stdout + gate.stderr

@@ -1,4 +1,4 @@
-"""The acceptance command's fast parts (``python -m verl.ascend.accept``): report, exit codes, failing checks.
+"""The acceptance command's fast parts (``verl-ascend accept``): report, exit codes, failing checks.
 
 The whole command (a real vLLM process and a 2-step DAPO) runs in tests/npu/test_accept_e2e.py.
 """

@@ -1,4 +1,4 @@
-"""The acceptance command end to end, as CI runs it on a CPU: ``python -m verl.ascend.accept``.
+"""The acceptance command end to end, as CI runs it on a CPU: ``verl-ascend accept``.
 
 Under the NPU emulator and vLLM's CPU build: a real vLLM process and a 2-step tiny DAPO with a
 profiled step. The report must list every check with a measured value and a verdict, and mark what
@@ -30,10 +30,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def accepted(tiny_dir, tmp_path_factory):
-    require_e2e("python -m verl.ascend.accept")
+    require_e2e("verl-ascend accept")
     out = tmp_path_factory.mktemp("accept") / "report"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([sys.executable, "-m", "verl.ascend.accept", "--out", str(out), "--tiny-dir", str(tiny_dir)],
+    proc = subprocess.run([sys.executable, "-m", "verl_ascend", "accept", "--out", str(out), "--tiny-dir", str(tiny_dir)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=2400)
     report = json.loads((out / "accept.json").read_text()) if (out / "accept.json").is_file() else None
     return proc, out, report

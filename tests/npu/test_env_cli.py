@@ -1,4 +1,4 @@
-"""``python -m verl.ascend.env``: one VAR=value line per variable with its reason; conflicts exit 2 (refused)."""
+"""``verl-ascend env``: one VAR=value line per variable with its reason; conflicts exit 2 (refused)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from verl.ascend.env.__main__ import main
+from verl.ascend.env.cli import main
 from verl_ascend.checks.exits import REFUSED
 
 EAGER = "actor_rollout_ref.rollout.enforce_eager"
@@ -26,10 +26,10 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
-def test_module_entry_point_prints_task_queue_2_in_eager_mode():
+def test_the_command_prints_task_queue_2_in_eager_mode():
     env = {k: v for k, v in os.environ.items() if k not in ("TASK_QUEUE_ENABLE", "VLLM_ASCEND_TASK_QUEUE_ENABLE")}
     result = subprocess.run(
-        [sys.executable, "-m", "verl.ascend.env", f"{EAGER}=True"], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "verl_ascend", "env", f"{EAGER}=True"], env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-2000:]
     (line,) = lines_for(result.stdout, "TASK_QUEUE_ENABLE")

@@ -1,4 +1,4 @@
-"""The install gate (``python -m verl.ascend.env.stack_gate``) on installed-metadata fixtures.
+"""The install gate (``verl-ascend stack-gate``) on installed-metadata fixtures.
 
 Each test writes a site folder in tmp_path: real ``*.dist-info/METADATA`` files (Name, Version,
 Requires-Dist), source trees of ``vllm`` / ``vllm_ascend`` laid out like the releases (their env
@@ -206,11 +206,11 @@ def test_expected_versions_are_the_pinned_release_pins_and_npu_txt():
     assert "verl==" + expected["verl"] in (REPO / "requirements/base.txt").read_text()
 
 
-def test_the_module_command_passes_on_the_documented_install(tmp_path):
+def test_the_command_passes_on_the_documented_install(tmp_path):
     path, environ = install(tmp_path)
     env = {**os.environ, **environ, "PYTHONPATH": path[0]}
     result = subprocess.run(
-        [sys.executable, "-m", "verl.ascend.env.stack_gate"], capture_output=True, text=True, timeout=600, cwd=REPO, env=env
+        [sys.executable, "-m", "verl_ascend", "stack-gate"], capture_output=True, text=True, timeout=600, cwd=REPO, env=env
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("stack check: OK")

@@ -303,7 +303,7 @@ def test_the_exported_variable_per_tp_and_release(npu_32b):
 
 def test_install_acceptance_check_fails_on_a_machine_without_the_npu_set():
     result = subprocess.run(
-        [sys.executable, "-m", "verl.ascend.env.stack_gate"], capture_output=True, text=True, timeout=600, cwd=REPO
+        [sys.executable, "-m", "verl_ascend", "stack-gate"], capture_output=True, text=True, timeout=600, cwd=REPO
     )
     assert result.returncode == 2  # refused (verl_ascend.checks.exits)
     assert "MISMATCH torch-npu: installed none, expected 2.10.0.post4" in result.stdout

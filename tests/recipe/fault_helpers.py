@@ -179,14 +179,14 @@ def last_line(text: str) -> str:
 
 
 class RecipeRun:
-    """One ``python -m recipe.dapo_ascend.main_dapo`` run, output to ``log_path``."""
+    """One ``python -m verl_ascend train`` run (``verl-ascend train`` without PATH), output to ``log_path``."""
 
     def __init__(self, overrides: list[str], env: dict, log_path: Path, config_name: str = "dapo_tiny_cpu"):
         require_e2e("the recipe's entry point")
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", config_name, *overrides],
+            [sys.executable, "-m", "verl_ascend", "train", "--config-name", config_name, *overrides],
             cwd=REPO,
             env=env,
             stdout=self._log,

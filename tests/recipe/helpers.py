@@ -46,7 +46,7 @@ def run_recipe(
     }
     full_env.pop("VERL_FILE_LOGGER_PATH", None)
     return subprocess.run(
-        [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", config, *overrides],
+        [sys.executable, "-m", "verl_ascend", "train", "--config-name", config, *overrides],
         cwd=REPO,
         env=full_env,
         capture_output=True,
@@ -89,8 +89,7 @@ def entry(tiny_dir, tmp_path, monkeypatch, capsys):
         monkeypatch.setattr("sys.argv", ["main_dapo", "--config-name", "dapo_tiny_cpu", f"tiny_dir={tiny_dir}", *argv])
         monkeypatch.setattr(main_dapo, "main", lambda: pytest.fail("the command line accepted it: Hydra would launch"))
         try:
-            main_dapo.cli()
-            code = 0
+            code = main_dapo.cli()  # verl-ascend train: a refusal is its return value
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         return finished(code, environ)

@@ -1,4 +1,4 @@
-"""The acceptance run's DAPO on a real Ascend host (``python -m verl.ascend.accept``, device mode) cannot
+"""The acceptance run's DAPO on a real Ascend host (``verl-ascend accept``, device mode) cannot
 run here, but its job can be composed and judged: the overrides it launches the recipe with must
 compose on the tiny config and pass the recipe's own checks, at TP 1 and with mc2 at TP 8."""
 

@@ -32,7 +32,7 @@ VLLM_2STEPS = "dapo_demo_cpu_2steps_vllm_metrics.jsonl"
 
 
 def gate(metrics, baseline, *extra):
-    return subprocess.run([sys.executable, "-m", "verl_ascend.report.gate", str(metrics), "--baseline",
+    return subprocess.run([sys.executable, "-m", "verl_ascend", "gate", str(metrics), "--baseline",
                            str(BASELINES / baseline), "--no-plot", *extra],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 

@@ -219,7 +219,7 @@ def test_second_run_is_refused_by_the_lock_before_any_check(entry, tmp_path, mon
     run_dir = tmp_path / "out" / EXPERIMENT
     run_dir.mkdir(parents=True)
     (run_dir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "time": 0,
-                                                    "command": "python -m recipe.dapo_ascend.main_dapo (the first)"}))
+                                                    "command": "verl-ascend train (the first)"}))
     before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
     holder = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)  # another open file: it conflicts like another process
     fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)

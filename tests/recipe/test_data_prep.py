@@ -11,6 +11,7 @@ import pytest
 
 from recipe.dapo_ascend.data import prepare as prep
 from recipe.dapo_ascend.data.rows import AIME_2024, DAPO_MATH, DAPO_INSTRUCTION_PREFIX, wrap_problem
+from verl_ascend.checks.exits import REFUSED
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -123,7 +124,7 @@ def test_cli_exit_code_and_no_partial_output_on_bad_input(tmp_path, capsys):
     out.write_bytes(b"previous good file")
     code = prep.main(["dapo-math", "-i", str(FIXTURES / "dapo_math_bad_rows.jsonl"), "-o", str(out)])
     captured = capsys.readouterr()
-    assert code == prep.EXIT_BAD_INPUT
+    assert code == REFUSED
     assert "row 2: no answer" in captured.err and "--skip-bad" in captured.err
     assert out.read_bytes() == b"previous good file"  # untouched: the write is temp-then-rename
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.parquet"]
@@ -219,7 +220,7 @@ def test_damaged_inputs_exit_non_zero_with_the_file_named(tmp_path, capsys, name
     make(src)
     code = prep.main(["dapo-math", "-i", str(src), "-o", str(tmp_path / "o.parquet")])
     err = capsys.readouterr().err
-    assert code == prep.EXIT_BAD_INPUT, err
+    assert code == REFUSED, err
     assert str(src) in err and expected in err
     assert not (tmp_path / "o.parquet").exists()
 
@@ -227,11 +228,11 @@ def test_damaged_inputs_exit_non_zero_with_the_file_named(tmp_path, capsys, name
 def test_output_that_is_a_folder_or_under_a_file(tmp_path, capsys):
     folder = tmp_path / "o.parquet"
     folder.mkdir()
-    assert prep.main(["dapo-math", "-i", str(FIXTURES / "dapo_math_sample.jsonl"), "-o", str(folder)]) == prep.EXIT_BAD_INPUT
+    assert prep.main(["dapo-math", "-i", str(FIXTURES / "dapo_math_sample.jsonl"), "-o", str(folder)]) == REFUSED
     assert "is a folder" in capsys.readouterr().err
     blocker = tmp_path / "file"
     blocker.write_text("x")
     target = blocker / "o.parquet"
-    assert prep.main(["dapo-math", "-i", str(FIXTURES / "dapo_math_sample.jsonl"), "-o", str(target)]) == prep.EXIT_BAD_INPUT
+    assert prep.main(["dapo-math", "-i", str(FIXTURES / "dapo_math_sample.jsonl"), "-o", str(target)]) == REFUSED
     err = capsys.readouterr().err
     assert str(target) in err and "cannot be written" in err

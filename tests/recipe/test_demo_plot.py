@@ -28,7 +28,7 @@ def write_metrics(path, accs, sampled=None):
 
 
 def plot(*args):
-    return subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.plot", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "verl_ascend", "plot", *map(str, args)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
 

@@ -1,4 +1,4 @@
-"""``python -m recipe.dapo_ascend.dry_run`` on real bad input: the checks' one table (``verl_ascend.checks.exits``)."""
+"""``verl-ascend dry-run`` on real bad input: the checks' one table (``verl_ascend.checks.exits``)."""
 
 from __future__ import annotations
 

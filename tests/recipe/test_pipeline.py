@@ -1,6 +1,6 @@
 """The one validation pipeline (``verl_ascend.checks.validate``): a provider's rules run through the
-entry-point group, every culprit is named at once, and ``DRY_RUN=1`` and ``python -m
-recipe.dapo_ascend.doctor`` reach the same verdict on the same config with real files.
+entry-point group, every culprit is named at once, and ``DRY_RUN=1`` and ``verl-ascend
+doctor`` reach the same verdict on the same config with real files.
 
 In-process, no Ray: each test composes the tiny config (real model, tokenizer and data files).
 """

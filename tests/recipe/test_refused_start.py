@@ -4,7 +4,7 @@ every byte of an existing run's output folder as it was (checksums before and af
 
 Each case runs the entry point in this process (``entry``, tests/recipe/conftest.py: Hydra's compose,
 then ``main_with_config``; Ray replaced by a stub that must never be called) with real files (models,
-data, output folders). One case stays a subprocess of ``python -m recipe.dapo_ascend.main_dapo``
+data, output folders). One case stays a subprocess of ``python -m verl_ascend train``
 (marker ``e2e``): what Hydra's own launch writes into the working directory.
 """
 
@@ -77,14 +77,14 @@ def test_refused_start_writes_no_hydra_folder(tiny_dir, tmp_path):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     require_e2e("the recipe's entry point")
-    r = subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "trainer.save_freq=0"],
+    r = subprocess.run([sys.executable, "-m", "verl_ascend", "train", "trainer.save_freq=0"],
                        cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     _assert_refused_cleanly(r, "trainer.save_freq=0")
     assert list(cwd.iterdir()) == [] and not (tmp_path / "out").exists()
 
 
 def test_dry_run_and_doctor_apply_the_same_view(entry, tmp_path, monkeypatch, capsys):
-    """``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor --strict`` refuse what preflight refuses."""
+    """``DRY_RUN=1`` and ``verl-ascend doctor --strict`` refuse what preflight refuses."""
     from recipe.dapo_ascend import doctor
 
     monkeypatch.setenv("DRY_RUN", "1")

@@ -40,7 +40,7 @@ OVERRIDES = [
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32",
 ]
 START_TIMEOUT = 600  # start-up on a loaded 2-core machine
-COMMAND = "python -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu"
+COMMAND = "python -m verl_ascend train --config-name dapo_tiny_cpu"  # what tests/recipe/fault_helpers.py starts
 
 
 def _status(run_dir: Path) -> dict:

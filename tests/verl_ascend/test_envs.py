@@ -80,7 +80,7 @@ def test_a_homes_declaring_module_imports_nothing_but_the_registry():
 @pytest.mark.parametrize("page", ["architecture.md", "architecture_zh.md"])
 def test_the_docs_table_is_what_the_declarations_print(page):
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
-    assert envs.markdown_table() in text, f"paste `python -m verl_ascend.envs --markdown` into docs/{page}"
+    assert envs.markdown_table() in text, f"paste `verl-ascend envs --markdown` into docs/{page}"
 
 
 def test_a_toolkit_lookup_loads_no_home():

@@ -112,9 +112,9 @@ def test_an_empty_group_is_an_error_not_silence(monkeypatch):
 
 
 def test_the_docs_show_the_declared_keys():
-    """docs/architecture.md (+ zh) carries the table ``python -m verl_ascend.sections`` prints: each key with
+    """docs/architecture.md (+ zh) carries the table ``verl-ascend keys`` prints: each key with
     its declared default and what is accepted."""
     table = sections.markdown_table()
     for doc in ("architecture.md", "architecture_zh.md"):
         text = (REPO / "docs" / doc).read_text(encoding="utf-8")
-        assert table in text, f"docs/{doc}: paste the output of `python -m verl_ascend.sections`"
+        assert table in text, f"docs/{doc}: paste the output of `verl-ascend keys`"

@@ -4,7 +4,7 @@ Each row describes code of this backend (``code``) and names its installer by a 
 (``install``), so this module imports nothing of the backend and stays cheap: it is loaded at
 every ``import verl``, when the ``verl.plugins`` entry point runs ``install("plugin")``. The
 toolkit assembles it with the other homes' rows through the entry-point group
-``verl_ascend.seams`` (setup.py); ``python -m verl_ascend.seams`` prints their status.
+``verl_ascend.seams`` (setup.py); ``verl-ascend seams`` prints their status.
 """
 
 from __future__ import annotations

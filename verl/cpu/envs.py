@@ -1,7 +1,7 @@
 """The CPU backend's own environment variables, declared next to its code.
 
 Registered in the entry-point group ``verl_ascend.envs`` (setup.py) and assembled by the toolkit's
-registry (``verl_ascend/envs.py``: the lookups, the one boolean parser, ``python -m verl_ascend.envs``).
+registry (``verl_ascend/envs.py``: the lookups, the one boolean parser, ``verl-ascend envs``).
 This module imports nothing but that registry's row type, so the assembly runs none of the backend.
 """
 

@@ -2,7 +2,7 @@
 
 Rows name their installers by dotted strings (``verl.cpu.patches:install``), so loading this
 module imports nothing of the backend. Registered in the entry-point group ``verl_ascend.seams``
-(setup.py); ``python -m verl_ascend.seams`` prints their status.
+(setup.py); ``verl-ascend seams`` prints their status.
 """
 
 from __future__ import annotations

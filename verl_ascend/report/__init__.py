@@ -1,10 +1,10 @@
 """Profiling for verl-ascend: the bottleneck report, offline NPU parsing, the regression gate.
 
-* ``python -m verl_ascend.report.report DIR [DIR...]`` -- the article's table from what a profiled
+* ``verl-ascend report DIR [DIR...]`` -- the article's table from what a profiled
   run leaves (traces, torch_npu text export, metrics log), as text, JSON and plots.
-* ``python -m verl_ascend.report.offline DIR`` -- parse raw torch_npu data whose online parse failed.
-* ``python -m verl_ascend.report.gate METRICS --baseline FILE`` -- a run's metrics against a stored
-  baseline over a step window; exit 1 on a regression.
+* ``verl-ascend parse-traces DIR`` -- parse raw torch_npu data whose online parse failed.
+* ``verl-ascend gate METRICS --baseline FILE`` -- a run's metrics against a stored
+  baseline over a step window; exit 2 (refused) on a regression.
 
 The check that runs after each profiled step of a live run (is every asked-for trace on disk?) belongs
 to the run machinery: ``verl_ascend/run/trace_check.py``.

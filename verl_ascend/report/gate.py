@@ -1,4 +1,4 @@
-"""Regression gate: ``python -m verl_ascend.report.gate METRICS --baseline BASELINE.yaml``.
+"""Regression gate: ``verl-ascend gate METRICS --baseline BASELINE.yaml``.
 
 Why: a nightly run that trains a little worse, or a little slower, than last week's still exits 0,
 and nobody reads its curves. The gate reads the run's metrics (upstream's JSON lines, written by
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from verl_ascend.checks.exits import FAILED, OK, REFUSED
+from verl_ascend.cli import parser
 from verl_ascend.report import plots
 from verl_ascend.report.metrics_log import read_step_values, torn_tail
 from verl_ascend.report.problems import InputFormatError
@@ -315,11 +316,11 @@ def to_json(rows: list[Row], baseline: Baseline, metrics_path: str) -> dict:
 
 # ================================================================================================ CLI
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m verl_ascend.report.gate",
-        description="Compare a run's metrics (upstream's metrics JSON lines) with a stored baseline over its step "
-                    "window; exit 2 on a regression of a gated metric or on input that cannot be compared, "
-                    "1 when the command itself failed (verl_ascend/checks/exits.py).",
+    ap = parser(
+        "gate",
+        "Compare a run's metrics (upstream's metrics JSON lines) with a stored baseline over its step window:\n"
+        "one row per metric (baseline, run, difference, tolerance, verdict) and a plot against the baseline band.",
+        ["verl-ascend gate metrics.jsonl --baseline my_baseline.yaml --gate correctness --gate speed --json gate.json"],
     )
     ap.add_argument("metrics", type=Path, help="the run's metrics .jsonl (trainer.logger file; VERL_FILE_LOGGER_PATH)")
     ap.add_argument("--baseline", type=Path, required=True, help="baseline YAML (docs/ascend_tutorial/regression_gate.md)")
@@ -386,7 +387,3 @@ def main(argv: Optional[list[str]] = None) -> int:
         return FAILED
     print(text)
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

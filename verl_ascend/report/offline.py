@@ -1,4 +1,4 @@
-"""Offline parsing of raw Ascend profiler data: ``python -m verl_ascend.report.offline DIR [options]``.
+"""Offline parsing of raw Ascend profiler data: ``verl-ascend parse-traces DIR [options]``.
 
 Why: torch_npu parses a trace when profiling stops. For a large rollout trace that parse can fail
 (memory, time, permissions) and leave only raw ``PROF_*`` data; upstream verl's npu tool also exports
@@ -8,20 +8,21 @@ the ``*_ascend_pt`` directories under DIR, chooses the process count, asks for t
 report reads, and says plainly what it did -- or why it cannot run here (torch_npu and CANN are
 needed; a CPU machine has neither: copy the directories to an NPU host).
 
-Exit status: 0 parsed; 1 some directories still lack ASCEND_PROFILER_OUTPUT afterwards; 2 nothing to
-parse, bad arguments, or torch_npu unavailable.
+Exit status, the one table (``verl_ascend.checks.exits``): 0 ``OK`` parsed; 2 ``REFUSED`` nothing to
+parse, bad arguments, or torch_npu unavailable here; 1 ``FAILED`` torch_npu's parse left some
+directories without ASCEND_PROFILER_OUTPUT (each named, with its logs folder).
 """
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-EXIT_OK, EXIT_PARTIAL, EXIT_FAIL = 0, 1, 2
+from verl_ascend.checks.exits import FAILED, OK, REFUSED
+from verl_ascend.cli import parser
 
 
 class OfflineParseError(RuntimeError):
@@ -98,8 +99,8 @@ def analyse_offline(root: str | Path, processes: Optional[int] = None, export_ty
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m verl_ascend.report.offline",
-                                 description="Parse raw Ascend profiler data (*_ascend_pt) offline with torch_npu.")
+    ap = parser("parse-traces", "Parse raw Ascend profiler data (*_ascend_pt) offline with torch_npu (an Ascend host).",
+                ["verl-ascend parse-traces outputs/profile -j 8 && verl-ascend report outputs/profile"])
     ap.add_argument("path", help="a *_ascend_pt directory or a directory holding them (e.g. global_profiler.save_path)")
     ap.add_argument("--processes", "-j", type=int, default=None,
                     help="parallel parse processes (default: half the cores, at most one per directory)")
@@ -110,14 +111,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         left = analyse_offline(args.path, args.processes, args.export_type)
     except OfflineParseError as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAIL
+        return REFUSED
     if left:
         for d in left:
             print(f"error: {d}: still no ASCEND_PROFILER_OUTPUT after parsing; see {d}/logs", file=sys.stderr)
-        return EXIT_PARTIAL
-    print(f"done: read the result with `python -m verl_ascend.report.report {args.path}`")
-    return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        return FAILED
+    print(f"done: read the result with `verl-ascend report {args.path}`")
+    return OK

@@ -1,4 +1,4 @@
-"""One-command bottleneck report of a profiled run: ``python -m verl_ascend.report.report DIR [DIR...]``.
+"""One-command bottleneck report of a profiled run: ``verl-ascend report DIR [DIR...]``.
 
 Reads what a run leaves -- torch / vLLM Chrome traces (``.json``, ``.json.gz``), torch_npu
 ``*_ascend_pt`` text exports (``step_trace_time.csv``, ``kernel_details.csv``,
@@ -20,9 +20,12 @@ The same data is written as ``report.json`` and ``report.txt``, with ``rollout_t
 ``step_breakdown.png`` (and ``async_timeline.png`` in the asynchronous modes), into ``--out`` (default ``<first DIR>/profile_report``). Files are written
 to temporary names and renamed, after all reading is done.
 
-Exit status: 0 all inputs read; 1 report written but some inputs were damaged (listed under
-"Problems", numbers from them partial); 2 nothing usable, bad arguments, or any damage under
-``--strict`` (nothing written then).
+Exit status, the one table (``verl_ascend.checks.exits``): 0 ``OK`` all inputs read; 2 ``REFUSED``
+some inputs were damaged (the report is written from the rest, each damaged input listed under
+"Problems" and on stderr, numbers from it partial), nothing usable, bad arguments or settings, or any
+damage under ``--strict`` (nothing written then); 1 ``FAILED`` the report could not be written.
+Before the one table a damaged input was 1 and an unwritable folder 2: 1 now always means the tool
+broke, as for every other command.
 
 Traces are streamed (see ``chrome_trace.py``): memory stays flat whatever their size.
 """
@@ -38,6 +41,8 @@ from pathlib import Path
 from typing import Optional
 
 from verl_ascend import trainer_mode
+from verl_ascend.checks.exits import FAILED, OK, REFUSED
+from verl_ascend.cli import parser
 from verl_ascend.report import analysis, async_modes, checklist
 from verl_ascend.report.lanes import LaneStats, analyze_ascend_dir, analyze_chrome_trace
 from verl_ascend.report.metrics_log import read_metrics_log, read_step_values
@@ -47,7 +52,6 @@ from verl_ascend.report.settings import Settings, SettingsError, load_settings
 from verl_ascend.report.sources import Source, discover
 
 SCHEMA = "verl-ascend/profile-report/v1"
-EXIT_OK, EXIT_PARTIAL, EXIT_FAIL = 0, 1, 2
 
 
 class Report:
@@ -331,10 +335,13 @@ def _positive_int_arg(text: str) -> int:
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m verl_ascend.report.report",
-        description="Bottleneck report of a profiled verl run (train:rollout ratio, rollout tail, free time, "
-                    "un-overlapped communication, top kernels, optimisations checklist).",
+    ap = parser(
+        "report",
+        "Bottleneck report of a profiled verl run (train:rollout ratio, rollout tail, free time,\n"
+        "un-overlapped communication, top kernels, optimisations checklist); the table on stdout, and\n"
+        "report.json, report.txt and plots in --out.",
+        ["verl-ascend report outputs/dapo_tiny_cpu/metrics.jsonl --no-plots   # the metrics log alone",
+         "verl-ascend report outputs/profile --out /tmp/report --strict   # every input intact, or nothing written"],
     )
     ap.add_argument("paths", nargs="+", help="profile directories (global_profiler.save_path), trace files, "
                                              "*_ascend_pt directories, metrics .jsonl files")
@@ -358,7 +365,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         settings = load_settings(args.settings)
     except SettingsError as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAIL
+        return REFUSED
     out_dir = args.out or default_out_dir(args.paths)
     report = build_report(args.paths, settings, env_profiles=args.env_profile, run_configs=args.run_config,
                           exclude=out_dir, top_n=args.top, mode=args.mode)
@@ -368,20 +375,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         print("error: nothing to report: no readable trace, torch_npu output or metrics log under "
               f"{', '.join(args.paths)}; expected a run's global_profiler.save_path (Chrome traces, *_ascend_pt "
               "directories) and/or its metrics .jsonl", file=sys.stderr)
-        return EXIT_FAIL
+        return REFUSED
     if args.strict and report.problems:
         print(f"error: {len(report.problems)} damaged input(s) and --strict: nothing written", file=sys.stderr)
-        return EXIT_FAIL
+        return REFUSED
     try:
         written = write_outputs(report, out_dir, plots=not args.no_plots)
     except OSError as e:
         print(f"error: cannot write the report to {out_dir}: {e.strerror or e}", file=sys.stderr)
-        return EXIT_FAIL
+        return FAILED
     if not args.quiet:
         print(render_text(report))
         print("written: " + ", ".join(str(p) for p in written))
-    return EXIT_PARTIAL if report.problems else EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return REFUSED if report.problems else OK

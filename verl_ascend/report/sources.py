@@ -125,12 +125,12 @@ def _add_ascend(inv: Inventory, directory: Path, rel: str, settings: Settings) -
             str(directory),
             "holds only the Db export (" + ", ".join(p.name for p in dbs) + "): upstream verl's npu tool exports "
             "ExportType.Db, which this report does not read. Re-export it as text with "
-            f"`python -m verl_ascend.report.offline {directory} --export-type text`, then rerun the report"))
+            f"`verl-ascend parse-traces {directory} --export-type text`, then rerun the report"))
     elif raw:
         inv.problems.append(InputProblem(
             str(directory),
             "raw NPU profiler data that was never parsed (the online parse failed or analysis was off): run "
-            f"`python -m verl_ascend.report.offline {directory}` and rerun the report"))
+            f"`verl-ascend parse-traces {directory}` and rerun the report"))
     else:
         inv.problems.append(InputProblem(str(directory), "a torch_npu output directory with nothing readable in it"))
 

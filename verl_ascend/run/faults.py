@@ -269,12 +269,15 @@ def rerun_command() -> str:
     """The command to run again to resume: this process's command line as it was started
     (``sys.orig_argv``: interpreter options, ``-m`` module or script, the overrides before Hydra's
     rewrite), the interpreter written ``python`` (a launcher's absolute path to it says nothing to
-    the user), e.g. ``python -m recipe.dapo_ascend.main_dapo trainer.total_training_steps=3``.
+    the user), e.g. ``python -m verl_ascend train trainer.total_training_steps=3``; started by the
+    console script, the command the user typed: ``verl-ascend train trainer.total_training_steps=3``.
 
     The one spelling of it: a failure's last line (``recipe/dapo_ascend/main_dapo.py``), a stop by
     signal, the guardian's message for a dead driver (``lifetime``) and a Ray start that kept timing
     out (``cluster``) all name this command."""
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    if len(argv) > 1 and os.path.basename(argv[1]) == "verl-ascend":  # the interpreter ran the console script
+        return shlex.join(["verl-ascend", *argv[2:]])
     return shlex.join(["python", *argv[1:]])
 
 

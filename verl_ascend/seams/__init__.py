@@ -2,8 +2,8 @@
 
 The mechanism only: :mod:`verl_ascend.seams.index` holds the row type (:class:`Seam`), the removal
 conditions, the stages and :func:`install`, and assembles the one index from the rows each home
-declares next to its code (entry-point group ``verl_ascend.seams``); ``python -m
-verl_ascend.seams`` prints every row's status; :mod:`verl_ascend.seams.scan` re-derives the
+declares next to its code (entry-point group ``verl_ascend.seams``); ``verl-ascend
+seams`` prints every row's status; :mod:`verl_ascend.seams.scan` re-derives the
 contacts from the source; :mod:`verl_ascend.seams.post_import` is the post-import hook the
 installers use. This package never imports ``verl.ascend``, ``verl.cpu`` or ``recipe``.
 ``SEAMS`` and ``SEAMS_BY_ID`` are assembled on first use.

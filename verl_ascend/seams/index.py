@@ -12,7 +12,7 @@ Rows live next to the code they describe: each home declares a tuple of its rows
 ``verl/ascend/seams.py``, ``verl/cpu/seams.py``, ``recipe/dapo_ascend/seams.py``,
 ``verl_ascend/run/seams.py``) and registers it in the entry-point group ``verl_ascend.seams``
 (setup.py). :func:`assembled` (``SEAMS``, ``SEAMS_BY_ID``) joins them into the one index that
-:func:`install`, ``python -m verl_ascend.seams`` and the completeness scan read; this module
+:func:`install`, ``verl-ascend seams`` and the completeness scan read; this module
 holds no row.
 
 Kinds of rows:

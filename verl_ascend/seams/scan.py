@@ -252,10 +252,3 @@ def product_files(root: Path) -> dict[str, str]:
         for p in sorted((root / d).rglob("*.py")):
             out[p.relative_to(root).as_posix()] = p.read_text()
     return out
-
-
-if __name__ == "__main__":  # pragma: no cover -- a maintainer's view of the raw scan
-    import sys
-
-    for c in scan(product_files(Path(sys.argv[1] if len(sys.argv) > 1 else "."))):
-        print(c)

@@ -2,16 +2,15 @@
 
 Usage (files you downloaded yourself; nothing is fetched)::
 
-    python -m recipe.dapo_ascend.data.prepare dapo-math --input dapo-math-17k.parquet \\
-        --output ~/data/dapo/dapo-math-17k.parquet
-    python -m recipe.dapo_ascend.data.prepare aime2024 --input aime_2024_problems.parquet \\
-        --output ~/data/dapo/aime-2024.parquet
+    verl-ascend data dapo-math --input dapo-math-17k.parquet --output ~/data/dapo/dapo-math-17k.parquet
+    verl-ascend data aime2024 --input aime_2024_problems.parquet --output ~/data/dapo/aime-2024.parquet
 
 Why it exists: the example job reads these two files, and a row with a missing answer or a
 malformed prompt does not stop training, it silently scores -1 forever. So every row is checked;
-by default one bad row refuses the whole file (exit 2, each bad row listed with its index, nothing
-written), and ``--skip-bad`` drops them and reports how many. Output is written to a temporary
-file next to the target and renamed into place, so a failed run never leaves a half-written file.
+by default one bad row refuses the whole file (exit 2, ``REFUSED`` of the one table
+``verl_ascend.checks.exits``; each bad row listed with its index, nothing written), and
+``--skip-bad`` drops them and reports how many. Output is written to a temporary file next to the
+target and renamed into place, so a failed run never leaves a half-written file.
 """
 
 from __future__ import annotations
@@ -25,11 +24,12 @@ from pathlib import Path
 
 from recipe.dapo_ascend.data.readers import InputFileError, iter_rows
 from recipe.dapo_ascend.data.rows import AIME_2024, DAPO_MATH, BadRow, CleanRow, DatasetSpec, clean_row, to_rl_row
+from verl_ascend.checks.exits import OK, REFUSED
+from verl_ascend.cli import parser as cli_parser
 
 SPECS = {spec.name: spec for spec in (DAPO_MATH, AIME_2024)}
 # How many bad rows to list before summarising; the full count is always printed.
 MAX_LISTED_BAD_ROWS = 20
-EXIT_BAD_INPUT = 2
 # Rows per parquet row group: bounds the writer's memory and keeps reads parallel.
 ROWS_PER_GROUP = 100_000
 
@@ -169,9 +169,11 @@ def _batches(rows: Iterable[dict], size: int) -> Iterator[list[dict]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m recipe.dapo_ascend.data.prepare",
-        description="Convert local DAPO-Math-17k / AIME 2024 files into upstream verl's RL parquet format.",
+    parser = cli_parser(
+        "data",
+        "Convert local DAPO-Math-17k / AIME 2024 files into upstream verl's RL parquet format (nothing is fetched).",
+        ["verl-ascend data dapo-math -i dapo-math-17k.parquet -o ~/data/dapo/dapo-math-17k.parquet --dedup",
+         "verl-ascend data dapo-math --help   # the options of one dataset"],
     )
     sub = parser.add_subparsers(dest="dataset", required=True, metavar="{dapo-math,aime2024}")
     for spec in SPECS.values():
@@ -212,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except PrepareError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return REFUSED
     if report.bad_rows:
         print(_bad_rows_message(report.bad_rows, written=True), file=sys.stderr)
     print(
@@ -220,8 +222,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(read {report.rows_read}, skipped {len(report.bad_rows)} bad, "
         f"removed {report.duplicates_removed} duplicates; data_source={spec.data_source})"
     )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return OK

@@ -22,12 +22,11 @@ Rebuilding with the same arguments gives byte-identical weights and data. Everyt
 written to a temporary sibling directory first and renamed into place, so an interrupted
 build never leaves a half-written model behind.
 
-Run: ``python -m recipe.dapo_ascend.tiny.assets [--root DIR] [--force]``.
+Run: ``verl-ascend assets [--root DIR] [--force]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -37,6 +36,8 @@ from pathlib import Path
 
 from recipe.dapo_ascend.tiny.task import DIGITS, TASKS
 from verl_ascend import envs
+from verl_ascend.checks.exits import OK
+from verl_ascend.cli import parser as cli_parser
 
 # Qwen-style specials: upstream's agent loop picks its Qwen token builder from model_type
 # "qwen2" and needs "<|im_end|>" and a one-token "\n" in the vocabulary. transformers loads
@@ -332,18 +333,20 @@ def build(
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=default_root())
+    """``verl-ascend assets``: build (once; again only when its inputs change or ``--force``) and print the folder."""
+    description = __doc__.split("\n\n")[0] + "\nAn unchanged build is kept: a second call returns at once."
+    parser = cli_parser("assets", description,
+                        ["verl-ascend assets --workload tail --root /tmp/tiny_tail   # the long-tail benchmark's"])
+    parser.add_argument("--root", type=Path, default=default_root(),
+                        help="where to build (default $VERL_ASCEND_TINY_DIR or ~/.cache/verl-ascend/tiny)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-rows", type=int, default=2048)
     parser.add_argument("--val-rows", type=int, default=64)
-    parser.add_argument("--force", action="store_true")
-    parser.add_argument("--workload", choices=sorted(MODEL_SPECS), default="first_digit")
+    parser.add_argument("--force", action="store_true", help="rebuild even when the folder is up to date")
+    parser.add_argument("--workload", choices=sorted(MODEL_SPECS), default="first_digit",
+                        help="first_digit: the demo's; tail: benchmarks/rollout_tail.py's; "
+                             "steady: benchmarks/trainer_modes.py's")
     args = parser.parse_args(argv)
     root = build(args.root, args.seed, args.train_rows, args.val_rows, args.force, args.workload)
     print(root)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return OK

@@ -1,6 +1,6 @@
 """The demo's closing picture: reward, accuracy and response length per step, from metrics.jsonl.
 
-``make demo`` ends with ``python -m recipe.dapo_ascend.tiny.plot METRICS``: it writes
+``make demo`` ends with ``verl-ascend plot METRICS``: it writes
 ``training.png`` next to the metrics file and prints where it is, with the first and last
 ten steps' mean accuracy, so a newcomer sees at once whether the model learnt its task. The
 panels also show DAPO at work: the overlong penalty next to the reward, and the groups that
@@ -13,13 +13,13 @@ all-right groups and so sits below the first by design (recipe/dapo_ascend/train
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from pathlib import Path
 
 from verl_ascend.checks import exits
+from verl_ascend.cli import parser as cli_parser
 
 ACC = "reward_extra/acc/mean"
 SAMPLED_ACC = "reward_extra/acc/sampled_mean"
@@ -92,8 +92,10 @@ def accuracy_summary(steps: list[tuple[int, dict]], window: int = 10) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("metrics", type=Path)
+    description = __doc__.splitlines()[0] + "\nWrites training.png and prints the first and last steps' accuracy."
+    parser = cli_parser("plot", description,
+                        ["verl-ascend plot metrics.jsonl --out /tmp/run.png"])
+    parser.add_argument("metrics", type=Path, help="upstream's metrics JSON lines (trainer.logger file)")
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: training.png next to METRICS)")
     args = parser.parse_args(argv)
     if not args.metrics.is_file():
@@ -106,7 +108,3 @@ def main(argv=None) -> int:
         return exits.REFUSED
     print(f"[verl-ascend] {accuracy_summary(read_steps(args.metrics))}; plot: {out.resolve()}")
     return exits.OK
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

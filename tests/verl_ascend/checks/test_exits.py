@@ -7,21 +7,15 @@ import ast
 from pathlib import Path
 
 from verl_ascend.checks import exits
+from verl_ascend.cli import commands
 
 REPO = Path(__file__).resolve().parents[3]
-# Every command of the check surface (docs/architecture.md, "The check commands and their exit status"),
-# the launch (its refusal before Ray, also the CPU backend's) and the recipe's demo tools.
-COMMANDS = (
-    "recipe/dapo_ascend/main_dapo.py",
-    "recipe/dapo_ascend/tiny/plot.py",
+# The module of every ``verl-ascend`` command (verl_ascend/cli.py), the table itself, and the modules that hand
+# a command its status: the CPU backend's refusal before Ray, the acceptance report's verdict.
+COMMANDS = tuple(sorted({c.target.partition(":")[0].replace(".", "/") + ".py" for c in commands()})) + (
+    "verl_ascend/cli.py",
     "verl/cpu/patches.py",
-    "recipe/dapo_ascend/doctor.py",
-    "recipe/dapo_ascend/dry_run.py",
-    "verl/ascend/env/__main__.py",
-    "verl/ascend/env/stack_gate.py",
-    "verl/ascend/accept/cli.py",
     "verl/ascend/accept/record.py",
-    "verl_ascend/report/gate.py",
 )
 
 

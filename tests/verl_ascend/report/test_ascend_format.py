@@ -136,7 +136,7 @@ def test_db_only_and_raw_only_directories_are_explained(tmp_path):
     rep = build_report([tmp_path])
     msgs = {p.path.rsplit("/", 1)[-1]: p.message for p in rep.problems}
     assert "Db export" in msgs["a_ascend_pt"] and "--export-type text" in msgs["a_ascend_pt"]
-    assert "never parsed" in msgs["b_ascend_pt"] and "verl_ascend.report.offline" in msgs["b_ascend_pt"]
+    assert "never parsed" in msgs["b_ascend_pt"] and "verl-ascend parse-traces" in msgs["b_ascend_pt"]
     assert not rep.usable
 
 

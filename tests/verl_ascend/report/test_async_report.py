@@ -162,7 +162,7 @@ def test_real_separate_async_run(tmp_path):
     assert a["weight_sync"]["engine"]["weight_sync/gloo_tensors"]["mean"] == 27  # the tiny model's state dict
     assert a["staleness"]["max"] == expected["staleness_max"]
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "verl_ascend.report", str(DATA / "profile"), str(DATA / "metrics.jsonl"),
+    proc = subprocess.run([sys.executable, "-m", "verl_ascend", "report", str(DATA / "profile"), str(DATA / "metrics.jsonl"),
                            "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "rollout pool / rollout" in proc.stdout and "trainer pool / train" in proc.stdout

@@ -68,7 +68,7 @@ def test_separate_async_profiles_both_pools_and_reports_the_lanes(tmp_path):
 
     metrics = out / "dapo_tiny_cpu" / "metrics.jsonl"
     report_dir = tmp_path / "report"
-    rep = subprocess.run([sys.executable, "-m", "verl_ascend.report", str(save), str(metrics), "--out", str(report_dir)],
+    rep = subprocess.run([sys.executable, "-m", "verl_ascend", "report", str(save), str(metrics), "--out", str(report_dir)],
                          cwd=REPO, capture_output=True, text=True, timeout=600)
     assert rep.returncode == 0, rep.stderr
     text = rep.stdout

@@ -263,8 +263,8 @@ def test_baseline_loader_keeps_the_values(tmp_path):
     assert spec.relative and spec.allowed() == (-math.inf, pytest.approx(spec.value * 1.05))
 
 
-def test_module_entry_point(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "verl_ascend.report.gate", str(DEMO_METRICS), "--baseline",
+def test_the_command(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "verl_ascend", "gate", str(DEMO_METRICS), "--baseline",
                            str(write_baseline(tmp_path / "b.yaml")), "--plot", str(tmp_path / "p.png")],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == OK, proc.stderr

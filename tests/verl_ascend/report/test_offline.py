@@ -7,6 +7,7 @@ import types
 
 import pytest
 
+from verl_ascend.checks.exits import FAILED, OK, REFUSED
 from verl_ascend.report import offline
 
 
@@ -19,15 +20,15 @@ def _raw_dirs(root, n):
 def test_without_torch_npu_it_fails_clearly(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_npu", None)  # import torch_npu -> ImportError, here and on any CPU host
     _raw_dirs(tmp_path, 1)
-    assert offline.main([str(tmp_path)]) == offline.EXIT_FAIL
+    assert offline.main([str(tmp_path)]) == REFUSED
     err = capsys.readouterr().err
     assert "torch_npu is not installed here" in err and "Ascend host" in err
 
 
 def test_nothing_to_parse(tmp_path, capsys):
-    assert offline.main([str(tmp_path)]) == offline.EXIT_FAIL
+    assert offline.main([str(tmp_path)]) == REFUSED
     assert "no *_ascend_pt directory" in capsys.readouterr().err
-    assert offline.main([str(tmp_path / "missing")]) == offline.EXIT_FAIL
+    assert offline.main([str(tmp_path / "missing")]) == REFUSED
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -64,17 +65,17 @@ def test_calls_torch_npu_analyse_with_process_count_and_text_export(tmp_path, mo
     calls = []
     _fake_torch_npu(monkeypatch, calls)
     _raw_dirs(tmp_path, 3)
-    assert offline.main([str(tmp_path), "--processes", "2"]) == offline.EXIT_OK
+    assert offline.main([str(tmp_path), "--processes", "2"]) == OK
     assert calls == [{"profiler_path": str(tmp_path / "agent_loop_rollout_replica_0"), "max_process_number": 2,
                       "export_type": ["text"]}]
-    assert "verl_ascend.report.report" in capsys.readouterr().out
+    assert f"verl-ascend report {tmp_path}" in capsys.readouterr().out
 
 
 def test_default_process_count_is_bounded_by_directories(tmp_path, monkeypatch):
     calls = []
     _fake_torch_npu(monkeypatch, calls)
     _raw_dirs(tmp_path, 1)
-    assert offline.main([str(tmp_path)]) == offline.EXIT_OK
+    assert offline.main([str(tmp_path)]) == OK
     assert calls[0]["max_process_number"] == 1
 
 
@@ -82,7 +83,7 @@ def test_old_torch_npu_without_export_type(tmp_path, monkeypatch):
     calls = []
     _fake_torch_npu(monkeypatch, calls, with_export_type=False)
     _raw_dirs(tmp_path, 2)
-    assert offline.main([str(tmp_path), "-j", "4"]) == offline.EXIT_OK
+    assert offline.main([str(tmp_path), "-j", "4"]) == OK
     assert calls[0]["max_process_number"] == 4 and calls[0]["export_type"] is None
 
 
@@ -90,5 +91,5 @@ def test_directories_left_unparsed_are_named(tmp_path, monkeypatch, capsys):
     calls = []
     _fake_torch_npu(monkeypatch, calls, make_output=False)
     _raw_dirs(tmp_path, 1)
-    assert offline.main([str(tmp_path)]) == offline.EXIT_PARTIAL
+    assert offline.main([str(tmp_path)]) == FAILED
     assert "still no ASCEND_PROFILER_OUTPUT" in capsys.readouterr().err

@@ -12,7 +12,8 @@ import sys
 import pytest
 from conftest import REPO, cpu_op, kernel, write_metrics, write_trace
 
-from verl_ascend.report.report import EXIT_FAIL, EXIT_OK, EXIT_PARTIAL, main
+from verl_ascend.checks.exits import FAILED, OK, REFUSED
+from verl_ascend.report.report import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -26,7 +27,7 @@ def test_report_on_real_cpu_traces(real_cpu_run, tmp_path, capsys):
     # every op listed: which ops make the top 15 by self time depends on the machine's load
     rc = main([str(real_cpu_run["save_path"]), str(real_cpu_run["metrics"]), "--out", str(out), "--top", "1000"])
     printed = capsys.readouterr().out
-    assert rc == EXIT_OK
+    assert rc == OK
     d = _load(out)
     kinds = sorted(t["kind"] for t in d["inputs"]["traces"])
     assert kinds == ["rollout"] * 3 + ["train"] * 2
@@ -69,7 +70,7 @@ def test_report_on_real_cpu_traces(real_cpu_run, tmp_path, capsys):
     assert not [p for p in os.listdir(out) if p.endswith(".tmp")]
 
 
-def test_truncated_trace_gives_partial_results_and_exit_1(tmp_path, capsys):
+def test_truncated_trace_gives_partial_results_and_is_refused(tmp_path, capsys):
     good = write_trace(tmp_path / "run" / "agent_loop_rollout_replica_0" / "a.json",
                        [kernel("decode", i * 10, 8) for i in range(50)])
     text = good.read_text()
@@ -79,7 +80,7 @@ def test_truncated_trace_gives_partial_results_and_exit_1(tmp_path, capsys):
     out = tmp_path / "rep"
     rc = main([str(tmp_path / "run"), "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
-    assert rc == EXIT_PARTIAL
+    assert rc == REFUSED
     assert f"error: {bad} (byte " in err and "cut off" in err and "[partial data kept]" in err
     d = _load(out)
     (problem,) = d["problems"]
@@ -93,7 +94,7 @@ def test_unreadable_trace_is_named_and_others_still_reported(tmp_path, capsys):
     (tmp_path / "broken_trace.json").write_text("this is not json")
     rc = main([str(tmp_path), "--out", str(tmp_path / "rep"), "--quiet"])
     err = capsys.readouterr().err
-    assert rc == EXIT_PARTIAL
+    assert rc == REFUSED
     assert "broken_trace.json (byte 0): starts with 't'" in err and "Chrome trace" in err
     assert _load(tmp_path / "rep")["top_ops"]["train"]["rows"][0]["name"] == "aten::mm"
 
@@ -105,7 +106,7 @@ def test_json_files_that_are_not_traces_are_skipped(tmp_path):
     (ckpt / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {"ph": 1, "traceEvents": 2}}}))
     (ckpt / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"]}))
     rep_out = tmp_path / "rep"
-    assert main([str(tmp_path), "--out", str(rep_out), "--quiet"]) == EXIT_OK
+    assert main([str(tmp_path), "--out", str(rep_out), "--quiet"]) == OK
     d = _load(rep_out)
     assert [t["path"] for t in d["inputs"]["traces"]] == [str(tmp_path / "profile" / "t.json")]
     assert str(ckpt / "tokenizer.json") in d["inputs"]["skipped"]
@@ -115,7 +116,7 @@ def test_strict_writes_nothing_on_damage(tmp_path):
     write_trace(tmp_path / "ok.json", [cpu_op("aten::mm", 0, 5)])
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "data": {"timing_s/gen": 1}}) + "\n{oops\n")
     out = tmp_path / "rep"
-    assert main([str(tmp_path), "--out", str(out), "--strict", "--quiet"]) == EXIT_FAIL
+    assert main([str(tmp_path), "--out", str(out), "--strict", "--quiet"]) == REFUSED
     assert not out.exists()
 
 
@@ -123,7 +124,7 @@ def test_missing_trace_directory_is_a_clear_failure(tmp_path, capsys):
     out = tmp_path / "rep"
     rc = main([str(tmp_path / "outputs" / "profile"), "--out", str(out)])
     err = capsys.readouterr().err
-    assert rc == EXIT_FAIL
+    assert rc == REFUSED
     assert f"{tmp_path / 'outputs' / 'profile'}: does not exist" in err
     assert "nothing to report" in err
     assert not out.exists()
@@ -131,7 +132,7 @@ def test_missing_trace_directory_is_a_clear_failure(tmp_path, capsys):
 
 def test_empty_directory_is_a_clear_failure(tmp_path, capsys):
     (tmp_path / "profile").mkdir()
-    assert main([str(tmp_path / "profile"), "--quiet"]) == EXIT_FAIL
+    assert main([str(tmp_path / "profile"), "--quiet"]) == REFUSED
     assert "nothing to report" in capsys.readouterr().err
     assert not (tmp_path / "profile" / "profile_report").exists()
 
@@ -140,7 +141,7 @@ def test_bad_settings_file(tmp_path, capsys):
     write_trace(tmp_path / "t.json", [cpu_op("aten::mm", 0, 5)])
     settings = tmp_path / "s.yaml"
     settings.write_text("communication_patterns: ['(unclosed']\n")
-    assert main([str(tmp_path), "--settings", str(settings)]) == EXIT_FAIL
+    assert main([str(tmp_path), "--settings", str(settings)]) == REFUSED
     err = capsys.readouterr().err
     assert str(settings) in err and "not a valid regex" in err
 
@@ -149,20 +150,21 @@ def test_metrics_only_report(tmp_path):
     log = write_metrics(tmp_path / "metrics.jsonl", {3: {"gen": 9.0, "update_actor": 2.0, "old_log_prob": 1.0,
                                                         "step": 13.0}})
     out = tmp_path / "rep"
-    assert main([str(log), "--out", str(out), "--quiet"]) == EXIT_OK
+    assert main([str(log), "--out", str(out), "--quiet"]) == OK
     d = _load(out)
     assert d["phases"]["rollout_per_train"] == pytest.approx(3.0)
     assert d["rollout_tail"]["rounds"] == []
     assert (out / "step_breakdown.png").read_bytes()[:8] == PNG and not (out / "rollout_timeline.png").exists()
 
 
-def test_python_dash_m_entry_point(tmp_path):
-    """The documented command, in a fresh interpreter, finds its own modules."""
+def test_the_command_in_a_fresh_interpreter(tmp_path):
+    """``python -m verl_ascend report`` (what ``verl-ascend report`` runs), in a fresh interpreter started
+    outside the checkout, finds its own modules."""
     write_trace(tmp_path / "t.json.gz", [kernel("RmsNorm", 0, 5), kernel("SwiGlu", 10, 5)], gz=True)
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "verl_ascend.report.report", str(tmp_path), "--no-plots"],
+    proc = subprocess.run([sys.executable, "-m", "verl_ascend", "report", str(tmp_path), "--no-plots"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-    assert proc.returncode == EXIT_OK, proc.stderr
+    assert proc.returncode == OK, proc.stderr
     assert "5. Top kernels / ops" in proc.stdout and "RmsNorm" in proc.stdout
     d = json.loads((tmp_path / "profile_report" / "report.json").read_text())
     assert d["top_ops"]["train"]["rows"][0]["count"] == 1
@@ -172,7 +174,7 @@ def test_python_dash_m_entry_point(tmp_path):
 def test_report_imports_no_upstream_verl_nor_torch():
     """``verl_ascend`` lives outside upstream's ``verl`` namespace: importing the report CLI must not run
     upstream's ``verl/__init__`` (torch, Ray), so no re-exec is needed to keep the report lean."""
-    code = ("import sys, verl_ascend.report.report, verl_ascend.report.offline; "
+    code = ("import sys, verl_ascend.cli, verl_ascend.report.report, verl_ascend.report.offline; "
             "print(sorted(m for m in ('verl', 'torch', 'ray') if m in sys.modules))")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -180,13 +182,12 @@ def test_report_imports_no_upstream_verl_nor_torch():
     assert proc.stdout.strip() == "[]"
 
 
-def test_report_command(tmp_path):
-    write_trace(tmp_path / "t.json.gz", [kernel("RmsNorm", 0, 5)], gz=True)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "verl_ascend.report", str(tmp_path), "--no-plots", "--quiet"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
-    assert proc.returncode == EXIT_OK, proc.stderr
-    assert (tmp_path / "profile_report" / "report.json").exists()
+def test_an_output_folder_it_cannot_write_is_a_failed_command(tmp_path, capsys):
+    """1 (FAILED) is the tool breaking, not the input: the inputs were read, the report could not be written."""
+    write_trace(tmp_path / "t.json", [cpu_op("aten::mm", 0, 5)])
+    (tmp_path / "a_file").write_text("")
+    assert main([str(tmp_path / "t.json"), "--out", str(tmp_path / "a_file" / "rep"), "--quiet"]) == FAILED
+    assert f"cannot write the report to {tmp_path / 'a_file' / 'rep'}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

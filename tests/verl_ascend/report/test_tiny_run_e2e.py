@@ -46,7 +46,7 @@ def test_tiny_run_profile_cpu_and_report(tmp_path):
     # The model's matmuls ran inside the traced rollout server.
     assert {"aten::linear", "aten::mm", "aten::addmm", "aten::matmul"} & {r["name"] for r in rows}
 
-    gate = subprocess.run([sys.executable, "-m", "verl_ascend.report.gate", str(metrics), "--baseline",
+    gate = subprocess.run([sys.executable, "-m", "verl_ascend", "gate", str(metrics), "--baseline",
                            str(REPO / "recipe" / "dapo_ascend" / "baselines" / "dapo_demo_cpu_2steps.yaml")],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert gate.returncode == 0, gate.stdout + gate.stderr

@@ -37,7 +37,7 @@ def _sleeper(token: str | None) -> subprocess.Popen:
 def _guardian(driver: int, read_end: int, lock_fd: int, checkpoints: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "verl_ascend.run.guardian", str(read_end), str(driver), str(checkpoints),
-         "python -m recipe.dapo_ascend.main_dapo x=1"],
+         "verl-ascend train x=1"],
         pass_fds=(read_end, lock_fd), env={**os.environ, TOKEN_ENV: TOKEN}, stderr=subprocess.PIPE, text=True,
     )
 
@@ -95,7 +95,7 @@ def test_driver_death_kills_the_run_then_frees_the_lock_and_says_how_to_resume(w
     assert f"the driver (PID {world['driver'].pid}) ended without stopping its run: its 1 Ray processes were killed" \
         in message
     assert "Kept: no complete checkpoint yet, so a rerun starts from step 1" in message
-    assert message.endswith(". To resume from it, run the same command again: python -m recipe.dapo_ascend.main_dapo x=1")
+    assert message.endswith(". To resume from it, run the same command again: verl-ascend train x=1")
 
 
 def test_a_clean_end_removes_stragglers_silently(world):

@@ -90,7 +90,7 @@ def test_kill_9_ends_with_what_was_kept_and_the_command(scenario):
     last = last_line(scenario["a_log"])
     assert "the driver (PID" in last and "ended without stopping its run" in last, scenario["a_log"][-3000:]
     assert scenario["a_kept"] >= 1
-    assert RESUME in last and "recipe.dapo_ascend.main_dapo" in last
+    assert RESUME in last and "-m verl_ascend train" in last
     assert "trainer.total_training_steps=30" in last
 
 

@@ -217,6 +217,6 @@ def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_pa
     assert last.startswith("[verl-ascend] error: step 1: rollout server died during generation: replica 0 "
                            "(hf-replica-0) [Ray actor HFRolloutServer ("), text[-4000:]
     assert f"pid {pid}, node " in last and "died: its process ended without a word: killed by a signal" in last, last
-    assert "To resume from it, fix the cause and run the same command again: python -m recipe.dapo_ascend.main_dapo" in last
+    assert "To resume from it, fix the cause and run the same command again: python -m verl_ascend train" in last
     metrics = run_dir / "metrics.jsonl"
     assert not metrics.exists() or metrics.read_text() == ""  # the failed step logged nothing

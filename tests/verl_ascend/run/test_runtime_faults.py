@@ -56,7 +56,7 @@ def site(tmp_path):
     (ckpt / "global_step_2" / "actor").mkdir(parents=True)  # half written: no marker
     run_dir.mkdir()
     (run_dir / STATUS_FILE).write_text(json.dumps({"step": 2, "phase": "save_checkpoint"}))
-    return faults.RunSite(str(ckpt), str(run_dir), "auto", "python -m recipe.dapo_ascend.main_dapo trainer.total_training_steps=3")
+    return faults.RunSite(str(ckpt), str(run_dir), "auto", "verl-ascend train trainer.total_training_steps=3")
 
 
 KEPT = "global_step_1 (step 1, the last complete checkpoint); global_step_2: no verl_ascend_complete.json, never resumed"
@@ -119,7 +119,7 @@ def test_enospc_with_its_errno_names_the_file_kept_and_the_command(site):
     assert line.startswith(f"no space left on device in {site.checkpoints}/global_step_2: cannot write "
                            f"{site.checkpoints}/global_step_2/data.pt (errno 28 ENOSPC: No space left on device); ")
     assert f"Kept: {site.checkpoints}/{KEPT}" in line
-    assert line.endswith("run the same command again: python -m recipe.dapo_ascend.main_dapo trainer.total_training_steps=3")
+    assert line.endswith("run the same command again: verl-ascend train trainer.total_training_steps=3")
 
 
 def test_checkpoint_folder_made_unwritable_mid_run(site, immutable):
@@ -221,13 +221,13 @@ def test_main_prints_one_last_line_and_exits_1(recipe_config, monkeypatch, capsy
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", os.path.join(root))
     monkeypatch.setattr(main_dapo, "prepare", lambda config: None)
     monkeypatch.setattr(main_dapo, "run", lambda config: (_ for _ in ()).throw(died))
-    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "recipe.dapo_ascend.main_dapo", "trainer.total_training_steps=3", "data.path=a b"])
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "verl_ascend", "train", "trainer.total_training_steps=3", "data.path=a b"])
     monkeypatch.delenv("DRY_RUN", raising=False)
     assert main_dapo.main_with_config(config) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("[verl-ascend] error: Ray actor WorkerDict (pid 4242, node 10.0.0.7) died")
-    assert err.rstrip().endswith("run the same command again: python -m recipe.dapo_ascend.main_dapo "
+    assert err.rstrip().endswith("run the same command again: python -m verl_ascend train "
                                  "trainer.total_training_steps=3 'data.path=a b'")
 
 
@@ -287,8 +287,14 @@ def test_server_health_names_a_killed_engine_process_by_pid_and_signal():
 
 
 def test_rerun_command_is_the_started_command_with_the_interpreter_written_python(monkeypatch):
-    monkeypatch.setattr(sys, "orig_argv", ["/opt/venv/bin/python3.11", "-u", "-m", "recipe.dapo_ascend.main_dapo",
+    monkeypatch.setattr(sys, "orig_argv", ["/opt/venv/bin/python3.11", "-u", "-m", "verl_ascend", "train",
                                            "--config-name", "dapo_tiny_cpu", "data.path=a b"])
-    assert faults.rerun_command() == "python -u -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu 'data.path=a b'"
+    assert faults.rerun_command() == "python -u -m verl_ascend train --config-name dapo_tiny_cpu 'data.path=a b'"
     monkeypatch.setattr(sys, "orig_argv", ["python3", "recipe/dapo_ascend/main_dapo.py", "trainer.total_training_steps=3"])
     assert faults.rerun_command() == "python recipe/dapo_ascend/main_dapo.py trainer.total_training_steps=3"
+
+
+def test_rerun_command_of_the_console_script_is_what_the_user_typed(monkeypatch):
+    monkeypatch.setattr(sys, "orig_argv", ["/opt/venv/bin/python3.11", "/opt/venv/bin/verl-ascend", "train",
+                                           "trainer.total_training_steps=3"])
+    assert faults.rerun_command() == "verl-ascend train trainer.total_training_steps=3"

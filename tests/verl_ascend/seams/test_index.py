@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import verl  # noqa: F401  (loads the plugins: installs the "plugin" stage)
-from verl_ascend.seams import __main__ as cli
+from verl_ascend.checks.exits import REFUSED
+from verl_ascend.seams import cli
 from verl_ascend.seams import index, scan
 from verl_ascend.seams.index import KINDS, SEAMS, SEAMS_BY_ID, STAGES, HasAttr, Seam, source_fingerprint
 
@@ -183,7 +184,7 @@ def test_a_row_whose_condition_is_met_is_removable(capsys):
     rows = {r["id"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     assert rows["gone"]["status"] == "removable" and "os.path:join exists" in rows["gone"]["why"]
     assert rows["moved"]["status"] == "target-changed"
-    assert cli.main(["--strict"], seams=(gone,)) == 1
+    assert cli.main(["--strict"], seams=(gone,)) == REFUSED
     assert cli.main(["--strict"], seams=(_row(id="kept", removable_if=(HasAttr("os.path:nope"),)),)) == 0
 
 
@@ -200,3 +201,10 @@ def test_architecture_doc_lists_every_row_under_its_kind():
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ") and line.count("|") == 3}
     misplaced = [s.id for s in SEAMS if f"`{s.id}`" not in lines.get(s.kind, "")]
     assert not misplaced, f"docs/architecture.md seam table: rows missing or under the wrong kind: {misplaced}"
+
+
+def test_command_scan_prints_the_raw_contacts_of_a_checkout(tmp_path, capsys):
+    (tmp_path / "verl_ascend").mkdir()
+    (tmp_path / "verl_ascend" / "m.py").write_text("from transformers.utils import _private_helper\n")
+    assert cli.main(["--scan", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [str(c) for c in scan.scan(scan.product_files(tmp_path))] != []

@@ -1,4 +1,4 @@
-"""The acceptance run of an Ascend host, ``python -m verl.ascend.accept`` (:mod:`verl.ascend.accept.cli`).
+"""The acceptance run of an Ascend host, ``verl-ascend accept`` (:mod:`verl.ascend.accept.cli`).
 
 Why one command: each switch of this backend (the stack, the fused ops, the env profile, the
 profiler) is tested piecewise on CPU, but a fresh host can still fail where the pieces meet the

@@ -1,8 +1,8 @@
-"""``python -m verl.ascend.accept``: the first command on a fresh Ascend host, after the install.
+"""``verl-ascend accept``: the first command on a fresh Ascend host, after the install.
 
 Runs, in order, and reports each check with its measured value and verdict:
 
-1. ``stack``: the install's stack gate (``python -m verl.ascend.env.stack_gate``), its verdict and text;
+1. ``stack``: the install's stack gate (``verl-ascend stack-gate``), its verdict and text;
 2. ``fused_ops``: each fused op on the device against its CPU reference at the documented tolerances;
 3. ``vllm_env``: a real vLLM process reports the profile variables it received;
 4. ``dapo``: a 2-step tiny DAPO on one device with the fused ops and the env profile;
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from verl_ascend import envs
 from verl_ascend.checks.exits import OK, REFUSED
+from verl_ascend.cli import parser as cli_parser
 
 from verl.ascend.accept.record import (
     FAIL, INTERRUPTED, SKIPPED, Check, exit_code, metadata, stopped_by_ctrl_c, writable_folder, write_report,
@@ -41,8 +42,10 @@ CHECKS = ("stack", "fused_ops", "vllm_env", "dapo", "trace")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m verl.ascend.accept",
-                                     description="Acceptance run of an Ascend host (see docs/ascend_tutorial/quick_start.md).")
+    parser = cli_parser("accept", "Acceptance run of an Ascend host (see docs/ascend_tutorial/quick_start.md).", [
+        "verl-ascend accept --checks stack,fused_ops   # no DAPO run: seconds",
+        "verl-ascend accept --tp 2 --out outputs/accept/tp2   # mc2 at rollout TP 2: checks MatmulAllReduce",
+    ])
     parser.add_argument("--out", help="report folder (default outputs/accept/<UTC time>)")
     parser.add_argument("--tiny-dir", default=envs.raw("VERL_ASCEND_TINY_DIR"),
                         help="where the generated tiny model and data live (built if missing)")
@@ -68,7 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def stack_check() -> Check:
     from verl.ascend.env import stack_gate
 
-    check = Check("stack", "the stack gate (python -m verl.ascend.env.stack_gate)")
+    check = Check("stack", "the stack gate (verl-ascend stack-gate)")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         status = stack_gate.run()
@@ -92,7 +95,7 @@ def _build_tiny(tiny: Path, timeout_s: float) -> None:
     """The recipe's tiny assets (idempotent): a subprocess, as examples/dapo_tiny_cpu.sh builds them.
     A failure here shows in the checks that need them (no model for vLLM, a refused recipe start)."""
     try:
-        subprocess.run([sys.executable, "-m", "recipe.dapo_ascend.tiny.assets", "--root", str(tiny)],
+        subprocess.run([sys.executable, "-m", "verl_ascend", "assets", "--root", str(tiny)],
                        stdout=subprocess.DEVNULL, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         print(f"[verl-ascend accept] building the tiny assets in {tiny} took over {timeout_s:.0f} s", file=sys.stderr)
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if (folder / "dapo").exists() and "dapo" in args.checks:
             raise ValueError(f"--out {folder}: it already holds an acceptance run (dapo/); give a new folder")
     except ValueError as e:
-        print(f"python -m verl.ascend.accept: error: {e}", file=sys.stderr)
+        print(f"verl-ascend accept: error: {e}", file=sys.stderr)
         return REFUSED
     emulated = not emulator.real_torch_npu_importable()
     mode = "CPU: NPU emulator and vLLM's CPU build" if emulated else "Ascend NPU"

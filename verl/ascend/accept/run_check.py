@@ -1,6 +1,6 @@
 """Checks 4 and 5: a 2-step tiny DAPO on one device, and its profiled step's trace.
 
-One run of the recipe (``python -m recipe.dapo_ascend.main_dapo --config-name dapo_tiny_cpu``, a
+One run of the recipe (``python -m verl_ascend train --config-name dapo_tiny_cpu``, a
 subprocess as a user starts it: this backend does not import the recipe) on the generated tiny
 model, with ``trainer.device=npu``, the env profile and the fused ops; step 2 is profiled.
 
@@ -56,7 +56,7 @@ def launch(folder: Path, tiny: Path, emulated: bool, tp: int, timeout_s: float) 
     env.pop("VERL_FILE_LOGGER_PATH", None)
     if emulated:
         env["VERL_ASCEND_NPU_EMULATOR"] = "1"
-    cmd = [sys.executable, "-m", "recipe.dapo_ascend.main_dapo", "--config-name", EXPERIMENT,
+    cmd = [sys.executable, "-m", "verl_ascend", "train", "--config-name", EXPERIMENT,
            *overrides(folder, emulated, tp)]
     (folder / "command.txt").write_text(" ".join(cmd) + "\n")
     with open(folder / "run.log", "w") as log:

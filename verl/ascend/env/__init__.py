@@ -11,7 +11,7 @@ One concern, one package, imports running one way (each module leans only on tho
 - ``vllm_switches``: the vLLM / vllm-ascend half of the profile (routes and name checks per release);
 - ``profile``: the evaluator and the delivery into the config (``apply_to_config``);
 - ``rules``: the profile's conflicts and warnings as findings of ``verl_ascend.checks``;
-- commands: ``python -m verl.ascend.env`` (print the profile), ``python -m verl.ascend.env.stack_gate``
+- commands: ``verl-ascend env`` (print the profile), ``verl-ascend stack-gate``
   (the install gate of an Ascend host); ``vllm_plugin``: vLLM's ``general_plugins`` entry point.
 
 Exit statuses follow the checks' one table (:mod:`verl_ascend.checks.exits`). This ``__init__``

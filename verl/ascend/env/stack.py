@@ -23,7 +23,7 @@ in a ``<package>-<version>.pins.yaml``) are checked against the installed verl's
 ``Requires-Dist`` (:func:`pin_conflicts`): vllm-ascend 0.24.0rc1 pins transformers 5.13.0 and
 0.25.1rc1 / 0.26.0rc1 pin 5.14.1, which verl 0.9.1 (``<5.11``) cannot install next to.
 
-``python -m verl.ascend.env.stack_gate`` is the install gate of an Ascend host (:mod:`verl.ascend.env.stack_gate`).
+``verl-ascend stack-gate`` is the install gate of an Ascend host (:mod:`verl.ascend.env.stack_gate`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m verl.ascend.env.stack_gate``: the install gate of an Ascend host (exit 0 = the pinned stack is there, 2 = refused).
+"""``verl-ascend stack-gate``: the install gate of an Ascend host (exit 0 = the pinned stack is there, 2 = refused).
 
 Why a gate of its own, not ``pip check``: a source-built vLLM's metadata was never checked against the
 NPU set, and a wrong torch / torch_npu / CANN pairing installs cleanly and fails only at the first
@@ -253,8 +253,8 @@ def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None)
 
 def main(argv: list[str] | None = None) -> int:
     """``verl-ascend stack-gate``: the verdict on this host's installed stack."""
-    import argparse
+    from verl_ascend.cli import parser
 
-    argparse.ArgumentParser(prog="verl-ascend stack-gate", description=__doc__.splitlines()[0]).parse_args(argv)
+    description = "Check this host's installed NPU stack (versions, pairing, CANN, switch names) against the pins."
+    parser("stack-gate", description, ["verl-ascend stack-gate | grep MISMATCH   # what to install"]).parse_args(argv)
     return run()
-

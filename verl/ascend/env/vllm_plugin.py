@@ -12,8 +12,8 @@ them, including the ones verl's rollout servers spawn. On the NPU platform it:
 2. **checks vllm-ascend's worker patches** are in place before the first vLLM model module loads
    in a worker process (an import observer that only looks; it imports nothing).
 
-With ``VERL_ASCEND_VLLM_ENV_REPORT=DIR`` (set by the acceptance command, ``python -m
-verl.ascend.accept``) it also writes, in every vLLM process on any platform, ``DIR/<pid>.json``:
+With ``VERL_ASCEND_VLLM_ENV_REPORT=DIR`` (set by the acceptance command, ``verl-ascend
+accept``) it also writes, in every vLLM process on any platform, ``DIR/<pid>.json``:
 the profile variables as this process received them and the arrival check's verdict, so the
 value is read where vLLM consumes it, not where the profile set it.
 

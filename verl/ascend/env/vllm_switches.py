@@ -79,7 +79,7 @@ def _pin_conflicts(found: stack.Surface, profile: EnvProfile) -> None:
     A warning, not a refusal: a declared target is a plan checked on a machine that does not have
     it, the conflict is between two packages' requirements (no key of this job fixes it), and the
     route findings for that release are what the declaration is for; pip refuses the install itself,
-    and ``python -m verl.ascend.env.stack_gate`` the host.
+    and ``verl-ascend stack-gate`` the host.
     """
     verl = stack.requirements_of("verl")
     if verl is None or found.package != "vllm-ascend":

@@ -1,4 +1,4 @@
-"""``python -m verl.ascend.env [--config-name NAME] [--config-dir DIR] [--json] [hydra overrides...]``.
+"""``verl-ascend env [--config-name NAME] [--config-dir DIR] [--json] [hydra overrides...]``.
 
 Composes a recipe's Hydra config with the given overrides (the toolkit's one composer,
 ``verl_ascend.run.config_utils``; without ``--config-dir``, the folder and base config a recipe
@@ -21,13 +21,18 @@ from pathlib import Path
 
 from verl.ascend.env.profile import evaluate_env_profile
 from verl_ascend.checks.exits import OK, REFUSED
+from verl_ascend.cli import parser
 from verl_ascend.run.config_utils import ConfigError, compose, registered_folder
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m verl.ascend.env",
-        description="Print the NPU runtime-environment profile (one VAR=value line per variable, with its reason).",
+    p = parser(
+        "env",
+        "Print the NPU runtime-environment profile (one VAR=value line per variable, with its reason).",
+        [
+            "verl-ascend env --config-name dapo_qwen25_32b_npu trainer.nnodes=2",
+            "verl-ascend env --json   # values, reasons and sources",
+        ],
     )
     p.add_argument("--config-name", default=None, help="config name (default: the recipe's base config, dapo_base)")
     p.add_argument("--config-dir", type=Path, default=None, help="config folder (default: the recipe's config/)")
@@ -57,7 +62,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("\n".join(profile.lines()))
     return OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())
