@@ -29,9 +29,9 @@ class Command:
 def commands() -> tuple[Command, ...]:
     """Every subcommand, in the order ``--help`` lists them."""
     return (
-        Command("train", "recipe.dapo_ascend.main_dapo:cli", "train with the DAPO recipe (Hydra overrides appended)"),
-        Command("doctor", "recipe.dapo_ascend.doctor:main", "check a config: every finding and the verdict"),
-        Command("dry-run", "recipe.dapo_ascend.dry_run:cli", "print the composed config, effective settings, env and verdict"),
+        Command("train", "verl_ascend.launch:train", "train with the installed recipe (Hydra overrides appended)"),
+        Command("doctor", "verl_ascend.launch.commands:doctor", "check a config: every finding and the verdict"),
+        Command("dry-run", "verl_ascend.launch.commands:dry_run_cli", "print the composed config, effective settings, env and verdict"),
         Command("env", "verl.ascend.env.__main__:main", "print the NPU runtime-environment profile as shell lines"),
         Command("stack-gate", "verl.ascend.env.stack_gate:main", "check this host's NPU software stack against the pins"),
         Command("accept", "verl.ascend.accept.cli:main", "acceptance run of a host: stack, fused ops, a short DAPO run"),

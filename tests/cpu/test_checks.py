@@ -6,7 +6,8 @@ import copy
 
 from omegaconf import OmegaConf
 
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
+compose = RECIPE.compose
 from verl.cpu import checks as cpu_checks
 from verl.cpu import config_defaults
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 from recipe.dapo_ascend import main_dapo
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
+compose = RECIPE.compose
 from verl.ascend.env import profile as env_profile
 from verl.ascend.env.profile import PROFILE_ENV, RAY_ENV_KEY
 from verl_ascend.run import lifetime

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
+compose = RECIPE.compose
 from verl.ascend import weight_sync
 from verl.ascend.env import stack, stack_source
 from verl_ascend import checks

@@ -13,7 +13,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from recipe.dapo_ascend import modes
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
+compose = RECIPE.compose
 
 UPSTREAM = {
     "sync": "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync",

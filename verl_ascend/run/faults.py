@@ -59,6 +59,19 @@ class RunSite:
     command: Optional[str] = None  # the command to run again (``rerun_command()``), if known
 
 
+def site_of(config) -> RunSite:
+    """The failing run's site: its folders from its config (none for a config without the trainer
+    section, as in tests) and the command that resumes it."""
+    from verl_ascend.paths import RunPaths
+
+    try:
+        paths = RunPaths.of(config)
+        folders = (paths.checkpoints, paths.run_dir, str(config.trainer.get("resume_mode", "auto")))
+    except Exception:  # nothing kept to name
+        folders = ("", "")
+    return RunSite(*folders, command=rerun_command())
+
+
 def chain(exc: Optional[BaseException]) -> Iterator[BaseException]:
     """Every exception behind ``exc``, outermost first, Ray's wrappers left out: a ``RayTaskError``
     (an instance of its cause's class too, with the remote traceback as its text) leads to its

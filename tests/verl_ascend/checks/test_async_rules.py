@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from recipe.dapo_ascend.config_utils import compose
-from recipe.dapo_ascend.doctor import main as doctor_cli
+from recipe.dapo_ascend.main_dapo import RECIPE
+compose = RECIPE.compose
+from verl_ascend.launch.commands import doctor as doctor_cli
 from verl_ascend import checks
 from verl_ascend.checks import effective, rules_async
 from verl_ascend.checks.exits import OK, REFUSED

@@ -15,7 +15,8 @@ import yaml
 from omegaconf import OmegaConf
 
 import verl
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
+compose = RECIPE.compose
 from verl_ascend import checks
 from verl_ascend.checks.effective import UNREAD_KEYS_PATH, EffectiveValues
 from tests.verl_ascend.checks.test_doctor import variant
@@ -168,16 +169,16 @@ def test_key_read_only_by_another_engine(npu):
 
 def test_legacy_keys_and_the_doctor_in_one_report(capsys):
     """Item 5: the legacy-key message and every other culprit in one report, not one per try."""
-    from recipe.dapo_ascend.config_utils import legacy_report
-    from recipe.dapo_ascend.doctor import main as doctor_cli
-    from recipe.dapo_ascend.main_dapo import _config_name
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    from verl_ascend.launch.commands import doctor as doctor_cli
+    from verl_ascend.run.config_utils import legacy_report, split_argv
 
     argv = ["--config-name", "dapo_qwen25_32b_npu", "reward_model.overlong_buffer.len=8", f"{ACTOR}.grad_clip=0.5",
             "hydra.run.dir=."]
-    assert _config_name(argv) == ("dapo_qwen25_32b_npu", argv[2:4])
-    report = legacy_report(*_config_name(argv))
+    assert split_argv(argv, RECIPE.default_config) == ("dapo_qwen25_32b_npu", argv[2:4])
+    report = legacy_report(RECIPE.config_dir, *split_argv(argv, RECIPE.default_config))
     assert "reward_model.overlong_buffer.len -> reward.reward_kwargs.overlong_buffer_cfg.len" in report
     assert "switch_not_reaching_consumer" in report and "REFUSED (2 error(s)" in report
-    assert legacy_report("dapo_qwen25_32b_npu", [f"{ACTOR}.grad_clip=0.5"]) is None  # the normal path decides
-    assert doctor_cli(argv[2:4]) == 2  # the doctor's command line: the same one report
+    assert legacy_report(RECIPE.config_dir, "dapo_qwen25_32b_npu", [f"{ACTOR}.grad_clip=0.5"]) is None  # the normal path decides
+    assert doctor_cli(argv[:4]) == 2  # the doctor's command line: the same one report
     assert "switch_not_reaching_consumer" in capsys.readouterr().out
