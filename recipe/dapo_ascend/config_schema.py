@@ -7,7 +7,7 @@ and what is accepted. Our own sections (``fault_tolerance``, ``profile_check``, 
 ``trainer.v1.dapo_ascend``) are declared once, next to the code that reads them, and answer for
 themselves (``verl_ascend/sections.py``: ``sections.problems``). ``problems(config)`` lists every
 violation at once; the ``config_types`` rule (``checks.py``) turns them into findings, so preflight,
-``DRY_RUN=1`` and ``python -m recipe.dapo_ascend.doctor`` accept and refuse the same configs.
+``DRY_RUN=1`` and ``verl-ascend doctor`` accept and refuse the same configs.
 """
 
 from __future__ import annotations

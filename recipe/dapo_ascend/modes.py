@@ -32,7 +32,7 @@ def mode_of(config) -> str:
 def to_registry_name(config: DictConfig) -> str:
     """Point upstream's trainer registry at the recipe's class for the config's mode; returns the name.
 
-    Called once, by ``main_dapo.run`` right before ``run_ppo``; the checks have accepted the mode by then.
+    Called once, by the launch (``verl_ascend.launch.start``, as ``RECIPE.bind_trainer``) right before ``run_ppo``; the checks have accepted the mode by then.
     """
     mode = mode_of(config)
     if mode in REGISTRY.values():  # a retried start (cluster.start_ray): already pointed

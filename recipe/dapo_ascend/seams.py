@@ -59,7 +59,7 @@ SEAMS: tuple[Seam, ...] = (
             "(recipe/dapo_ascend/modes.py::to_registry_name, just before run_ppo) and the recipe's trainer puts "
             "upstream's name back before upstream's __init__ reads it."
         ),
-        switched_on="main_dapo.run -> modes.to_registry_name; DAPOAscendHooks.__init__, before upstream's __init__.",
+        switched_on="verl_ascend.launch.start -> RECIPE.bind_trainer (modes.to_registry_name); DAPOAscendHooks.__init__, before upstream's __init__.",
         upstream_fix="None filed yet: a class attribute (e.g. PPOTrainer.synchronous) instead of a mode string.",
         remove_when="upstream decides sync/async by the trainer class, not by the mode name.",
         test=_PR,

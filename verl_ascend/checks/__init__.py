@@ -7,11 +7,11 @@ sampling, FSDP switches, batch and card arithmetic (``rules_layout``), what upst
 trainer modes assert inside Ray (``rules_async``), rollout profiling, context
 length, and keys upstream does not define (``rules_schema``)) and those registered by backends and
 recipes through the entry-point group ``verl_ascend.checks`` (setup.py: the Ascend env-profile
-conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys, rollout-tail policy and checkpoint
-destination, ``recipe/dapo_ascend/checks.py``). It returns every ``Finding`` (errors first) and never
+conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys and rollout-tail policy,
+``recipe/dapo_ascend/checks.py``; the run folders' destination, ``verl_ascend/run/run_guard.py``). It returns every ``Finding`` (errors first) and never
 raises for a problem in the config, so a refusal names every culprit at once. The recipe's entry
-point (``recipe/dapo_ascend/preflight.py::prepare``, before Ray, with ``inputs=True``), ``DRY_RUN=1``
-and ``python -m recipe.dapo_ascend.doctor`` all call it, so they reach the same verdict on the same
+point (``verl_ascend/launch``: ``prepare``, before Ray, with ``inputs=True``), ``DRY_RUN=1``
+and ``verl-ascend doctor`` all call it, so they reach the same verdict on the same
 config. Stages and tags: ``pipeline.py``.
 
 Why: a DAPO job on 128 Ascend cards runs for days, and several settings that look right do
@@ -26,7 +26,7 @@ Use::
     findings = checks.validate(config)              # every finding, never raises for the config
     findings = checks.check(config, strict=False)   # raises checks.DoctorError on blocking ones
 
-or ``python -m recipe.dapo_ascend.doctor [--config-name NAME] [--strict] [overrides...]``. Its exit
+or ``verl-ascend doctor [--config-name NAME] [--strict] [overrides...]``. Its exit
 status, ``DRY_RUN=1``'s and the env CLI's follow one table: :mod:`verl_ascend.checks.exits`.
 
 Severity: ``error`` blocks the run; ``warn`` blocks only under strict (``strict=True``,

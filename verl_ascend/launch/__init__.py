@@ -11,10 +11,10 @@ The steps, in order (``DRY_RUN=1``: :mod:`verl_ascend.launch.commands` prints an
 
 1. prepare, before Ray: upstream's ``auto_set_device``, the device platform's ``prepare_config``; the
    existing run folders locked (a second run stops at once); the one validation pipeline (every
-   culprit named, exit 2); the resume plan (nothing to train: exit 0); the module upstream loads and
-   the platform's ``deliver_config``; only then the run's files brought in line (exit 1 when the run
+   culprit named, exit 2); the resume plan (nothing to train: exit 0); the platform's
+   ``deliver_config``; only then the run's files brought in line (exit 1 when the run
    folder stops taking writes). A stopped start changed nothing on disk and holds no lock.
-2. start: progress line, a guardian holding the run lock, SIGTERM/SIGINT handlers, warm workers, the
+2. start: the module upstream loads in every process, progress line, a guardian holding the run lock, SIGTERM/SIGINT handlers, warm workers, the
    recipe's trainer for the mode, Ray (start-up timeouts retried), upstream's ``run_ppo``.
 3. a failure while training: Ray stopped first, then one line naming the fault and how to resume.
 """
@@ -116,7 +116,6 @@ def _prepare(recipe: Recipe, config: DictConfig, taken: list[str]) -> None:
     check(config)
     cluster.adapt_ray_init(config)  # an existing cluster (ray start): connect, don't size one
     plan = checkpoints.plan_start(config)  # resume point, history guard, data order: or a refusal
-    checkpoints.export_to_workers(config, {"VERL_USE_EXTERNAL_MODULES": _external_modules(recipe)})
     device.deliver_config(config)
     taken += RunLock.acquire(plan.folders, create=True)  # committed: only now may files change
     checkpoints.commit_start(config, plan)
@@ -154,9 +153,10 @@ def start(recipe: Recipe, config: DictConfig) -> None:
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
     from verl_ascend.paths import RunPaths
-    from verl_ascend.run import cluster, lifetime, progress, warm_workers
+    from verl_ascend.run import checkpoints, cluster, lifetime, progress, warm_workers
     from verl_ascend.run.run_guard import RunLock
 
+    checkpoints.export_to_workers(config, {"VERL_USE_EXTERNAL_MODULES": _external_modules(recipe)})
     paths = RunPaths.of(config)
     printer = progress.start_printer(config.trainer.get("logger") or [], paths.default_metrics,
                                      config.trainer.get("total_training_steps"))
@@ -220,7 +220,7 @@ TRAIN_HELP = """usage: verl-ascend train [--config-name NAME] [hydra overrides..
 
 Train with the installed recipe: Hydra composes the recipe's config on upstream's ppo_trainer, every
 upstream-style override works; DRY_RUN=1 prints and judges instead (same as verl-ascend dry-run).
-Default config: {default} (the CPU demo). Exit status: 0 done, 2 refused before Ray, 1 failed.
+Default config: {default} (doctor and dry-run default to it too). Exit status: 0 done, 2 refused before Ray, 1 failed.
 
 example:
   verl-ascend train --config-name dapo_tiny_cpu trainer.total_training_steps=3

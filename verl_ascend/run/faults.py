@@ -5,7 +5,7 @@ error arrives as ``RayTaskError`` (``.cause`` the original, once per hop: worker
 driver), a dead actor as ``ActorDiedError`` whose only record of the actor's class, pid, node and
 exit is the text Ray renders from its ``ActorDiedErrorContext``, and the memory monitor's kill as
 ``OutOfMemoryError`` carrying the monitor's report. ``describe_failure`` walks that chain and
-returns the one line the driver prints last (``recipe/dapo_ascend/main_dapo.py``):
+returns the one line the driver prints last (``verl_ascend/launch``: ``report_failure``):
 
     <what happened: resource, file or process>. Kept: <last complete checkpoint>. <how to resume>
 
@@ -284,7 +284,7 @@ def rerun_command() -> str:
     rewrite), the interpreter written ``python`` (a launcher's absolute path to it says nothing to
     the user), e.g. ``python -m recipe.dapo_ascend.main_dapo trainer.total_training_steps=3``.
 
-    The one spelling of it: a failure's last line (``recipe/dapo_ascend/main_dapo.py``), a stop by
+    The one spelling of it: a failure's last line (``verl_ascend/launch``), a stop by
     signal, the guardian's message for a dead driver (``lifetime``) and a Ray start that kept timing
     out (``cluster``) all name this command."""
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])

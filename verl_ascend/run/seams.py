@@ -131,7 +131,7 @@ SEAMS: tuple[Seam, ...] = (
         upstream_fix="None filed yet: run_ppo option to prestart workers that preload verl (ray_kwargs.warm_workers).",
         remove_when="upstream's run_ppo prestarts warm workers itself, or starts its actors side by side.",
         test="tests/verl_ascend/run/test_warm_workers.py",
-        code="verl_ascend/run/warm_workers.py, recipe/dapo_ascend/main_dapo.py::run",
+        code="verl_ascend/run/warm_workers.py, verl_ascend/launch/__init__.py::start",
         fingerprints={
             "verl.trainer.main_ppo:run_ppo#runtime_env": "c18fc3e1e2249831",
             "verl.trainer.main_ppo:run_ppo#ray.is_initialized": "0b381e379ed4ed4f",
@@ -221,14 +221,14 @@ SEAMS: tuple[Seam, ...] = (
             "after its ray.init but the task_runner_class it creates. Ray's fixed 30 s node wait fails on a busy "
             "machine before anything of the run exists; run_ppo's ray.init is its first act, so it is retried whole."
         ),
-        switched_on="Every recipe run (recipe/dapo_ascend/main_dapo.py::run); the retry also in warm_workers.start and tests/launch.py.",
+        switched_on="Every recipe run (verl_ascend/launch/__init__.py::start); the retry also in warm_workers.start and tests/launch.py.",
         upstream_fix="None filed yet: a run_ppo option for driver signal handling, and Ray retrying its own node start.",
         remove_when="upstream's run_ppo stops the run cleanly on SIGTERM and Ray retries a node that misses its start-up wait.",
         test=(
             "tests/verl_ascend/run/test_lifetime.py::test_after_ray_init_runs_the_hook_before_the_actor_is_created, "
             "tests/verl_ascend/run/test_lifetime_e2e.py"
         ),
-        code="verl_ascend/run/lifetime.py, verl_ascend/run/cluster.py::start_ray, recipe/dapo_ascend/main_dapo.py::run",
+        code="verl_ascend/run/lifetime.py, verl_ascend/run/cluster.py::start_ray, verl_ascend/launch/__init__.py::start",
         fingerprints={
             "verl.trainer.main_ppo:run_ppo#task_runner_class": "a8a84606ed0cdee4",
             "verl.trainer.main_ppo:run_ppo#ray.init(": "8d69aa5baf87f5ac",
