@@ -10,7 +10,6 @@ import pytest
 from omegaconf import OmegaConf, open_dict
 
 from recipe.dapo_ascend.main_dapo import RECIPE
-compose_config = RECIPE.compose
 from verl.ascend.env.profile import (
     PROFILE_ENV,
     EnvConflictError,
@@ -20,6 +19,8 @@ from verl.ascend.env.profile import (
     resolve_env_profile,
 )
 from verl.ascend.env.wire import rollout_env_from_environ
+
+compose_config = RECIPE.compose
 
 EAGER = "actor_rollout_ref.rollout.enforce_eager"
 VLLM_EAGER = "actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager"  # the spelling vLLM obeys first

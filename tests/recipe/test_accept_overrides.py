@@ -10,8 +10,9 @@ import pytest
 
 from verl_ascend.launch import commands
 from recipe.dapo_ascend.main_dapo import RECIPE
-compose = RECIPE.compose
 from verl.ascend.accept import run_check
+
+compose = RECIPE.compose
 
 
 @pytest.mark.parametrize("tp", [1, 8])

@@ -16,11 +16,12 @@ from omegaconf import OmegaConf
 from verl_ascend.launch import commands
 from tests.launch import require_e2e
 from recipe.dapo_ascend.main_dapo import RECIPE
-CONFIG_DIR = RECIPE.config_dir
 from verl_ascend.run.config_utils import ConfigError
-compose = RECIPE.compose
 from verl_ascend.checks.rules_schema import unknown_keys, upstream_reference
 from verl_ascend.checks import exits
+
+CONFIG_DIR = RECIPE.config_dir
+compose = RECIPE.compose
 
 REPO = Path(__file__).resolve().parents[2]
 NPU_YAML = CONFIG_DIR / "dapo_qwen25_32b_npu.yaml"

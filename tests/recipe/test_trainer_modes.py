@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from recipe.dapo_ascend import modes
 from recipe.dapo_ascend.main_dapo import RECIPE
+
 compose = RECIPE.compose
 
 UPSTREAM = {

@@ -16,10 +16,11 @@ from omegaconf import OmegaConf
 
 import verl
 from recipe.dapo_ascend.main_dapo import RECIPE
-compose = RECIPE.compose
 from verl_ascend import checks
 from verl_ascend.checks.effective import UNREAD_KEYS_PATH, EffectiveValues
 from tests.verl_ascend.checks.test_doctor import variant
+
+compose = RECIPE.compose
 
 REPO = Path(__file__).resolve().parents[3]
 HAND_CHECKED = Path(__file__).with_name("fixtures") / "unread_keys_hand_checked.yaml"
