@@ -9,7 +9,7 @@ its platform class (``verl_ascend.device.DeviceHooks``, looked up in upstream's 
 
 The steps, in order (``DRY_RUN=1``: :mod:`verl_ascend.launch.commands` prints and judges instead):
 
-1. prepare, before Ray: upstream's ``auto_set_device``, the device platform's ``prepare_config``; the
+1. prepare, before Ray (after upstream's ``auto_set_device``): the device platform's ``prepare_config``; the
    existing run folders locked (a second run stops at once); the one validation pipeline (every
    culprit named, exit 2); the resume plan (nothing to train: exit 0); the platform's
    ``deliver_config``; only then the run's files brought in line (exit 1 when the run
@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 
 from verl_ascend import envs
 from verl_ascend.checks import exits
-from verl_ascend.device import device_hooks
+from verl_ascend.device import DeviceHooks, device_hooks
 from verl_ascend.launch.recipe import Recipe, registered_recipe
 
 __all__ = ["Recipe", "launch", "registered_recipe", "train"]
@@ -42,16 +42,19 @@ DOCTOR_SWITCH = "VERL_ASCEND_DOCTOR"  # =0: the doctor's advice is skipped at la
 # ----------------------------------------------------------------------------- the one call
 def launch(recipe: Recipe, config: DictConfig) -> int:
     """The launch on a composed config: the dry run, or prepare then start; returns the exit status."""
+    from verl.utils.device import auto_set_device
+
     from verl_ascend.run.lifetime import RunEnded
 
-    device = device_hooks(_device(config))
     try:
         if envs.flag("DRY_RUN"):
             from verl_ascend.launch import commands
 
             return commands.dry_run(config)
+        auto_set_device(config)  # upstream's: the detected accelerator wins over trainer.device
+        device = device_hooks(_device(config))
         with device.evaluated_once():  # the checks and deliver_config read one evaluation
-            prepare(recipe, config)
+            prepare(recipe, config, device)
     except envs.EnvValueError as exc:  # DRY_RUN, or a switch the checks read, unreadable
         return NoStart(exits.REFUSED, str(exc)).report()
     except NoStart as stop:
@@ -82,7 +85,7 @@ class NoStart(Exception):
         return self.code
 
 
-def prepare(recipe: Recipe, config: DictConfig) -> None:
+def prepare(recipe: Recipe, config: DictConfig, device: DeviceHooks) -> None:
     """Everything the driver does before Ray starts; raises ``NoStart``, holding no lock then."""
     from verl_ascend.checks.preflight import PreflightError
     from verl_ascend.run.files import RunFileError
@@ -90,7 +93,7 @@ def prepare(recipe: Recipe, config: DictConfig) -> None:
 
     taken: list[str] = []  # the folders this call locked: kept by a committed start, released otherwise
     try:
-        _prepare(recipe, config, taken)
+        _prepare(config, device, taken)
         taken.clear()
     except NothingToTrain as exc:
         raise NoStart(exits.OK, str(exc)) from None
@@ -102,15 +105,11 @@ def prepare(recipe: Recipe, config: DictConfig) -> None:
         RunLock.release(taken)
 
 
-def _prepare(recipe: Recipe, config: DictConfig, taken: list[str]) -> None:
+def _prepare(config: DictConfig, device: DeviceHooks, taken: list[str]) -> None:
     """Order matters: whatever can refuse runs before a byte in the output folder changes."""
-    from verl.utils.device import auto_set_device
-
     from verl_ascend.run import checkpoints, cluster
     from verl_ascend.run.run_guard import RunLock
 
-    auto_set_device(config)
-    device = device_hooks(_device(config))
     device.prepare_config(config)
     taken += RunLock.acquire(checkpoints.existing_run_folders(config))  # cheap: a second run stops here
     check(config)

@@ -84,7 +84,7 @@ def test_main_returns_1_with_the_message(tmp_path, monkeypatch, capsys):
     def failing_run(recipe, config):
         raise files.RunFileError(errno.ENOSPC, "No space left on device", "/runs/exp/metrics.jsonl")
 
-    monkeypatch.setattr(launch, "prepare", lambda recipe, config: None)
+    monkeypatch.setattr(launch, "prepare", lambda recipe, config, device: None)
     monkeypatch.setattr(launch, "start", failing_run)
     monkeypatch.delenv("DRY_RUN", raising=False)
     assert launch.launch(RECIPE, OmegaConf.create({})) == 1

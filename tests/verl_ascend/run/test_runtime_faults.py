@@ -220,7 +220,7 @@ def test_main_prints_one_last_line_and_exits_1(recipe_config, monkeypatch, capsy
     config, root = recipe_config
     died = _ray_hops(_actor_died("Worker exit type: SYSTEM_ERROR Worker exit detail: connection error code 2."), "TaskRunner.run")
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", os.path.join(root))
-    monkeypatch.setattr(launch, "prepare", lambda recipe, config: None)
+    monkeypatch.setattr(launch, "prepare", lambda recipe, config, device: None)
     monkeypatch.setattr(launch, "start", lambda recipe, config: (_ for _ in ()).throw(died))
     monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "recipe.dapo_ascend.main_dapo", "trainer.total_training_steps=3", "data.path=a b"])
     monkeypatch.delenv("DRY_RUN", raising=False)
@@ -239,7 +239,7 @@ def test_main_prints_the_traceback_of_an_unnamed_fault_then_the_line(recipe_conf
     config, root = recipe_config
     marker = f"unnamed-{uuid.uuid4().hex}"
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", root)
-    monkeypatch.setattr(launch, "prepare", lambda recipe, config: None)
+    monkeypatch.setattr(launch, "prepare", lambda recipe, config, device: None)
     monkeypatch.setattr(launch, "start", lambda recipe, config: (_ for _ in ()).throw(KeyError(marker)))
     monkeypatch.delenv("DRY_RUN", raising=False)
     assert launch.launch(RECIPE, config) == 1
