@@ -162,7 +162,8 @@ def start(recipe: Recipe, config: DictConfig) -> None:
     try:
         lifetime.Guardian.start(RunLock.held, paths.checkpoints)  # takes the run down if this process dies
         lifetime.install_stop_handlers()
-        warm_workers.start(config, recipe.warm_workers(config))  # Ray started here with warm workers, or (the default) by upstream
+        # Ray started here with warm workers, or (0, the default) by upstream's run_ppo
+        warm_workers.start(config, recipe.warm_workers(config))
         up = []  # run_ppo's ray.init succeeded: from then on no failure is a start-up timeout
         runner = lifetime.after_ray_init(TaskRunnerV1, lambda: (up.append(True), lifetime.install_stop_handlers()))
         # ---- trainer-mode swap: the ONE place, right before run_ppo (upstream's task runner picks the
