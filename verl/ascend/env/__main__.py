@@ -21,7 +21,7 @@ from pathlib import Path
 
 from verl.ascend.env.profile import evaluate_env_profile
 from verl_ascend.checks.exits import OK, REFUSED
-from verl_ascend.run.config_utils import ConfigError, compose
+from verl_ascend.run.config_utils import compose
 
 
 def _parser() -> argparse.ArgumentParser:
