@@ -52,6 +52,7 @@ setup(
             "ascend = verl.ascend.env.rules:register_checks",
             "cpu = verl.cpu.checks:register_checks",
             "dapo_ascend = recipe.dapo_ascend.checks:register_checks",
+            "verl_ascend = verl_ascend.run.run_guard:register_checks",
         ],
         # Seam rows of each home (its contacts with upstream), assembled by the neutral verl_ascend.seams.
         "verl_ascend.seams": [
@@ -75,9 +76,9 @@ setup(
             "dapo_ascend = recipe.dapo_ascend.envs:VARIABLES",
             "verl_ascend = verl_ascend.envs:VARIABLES",
         ],
-        # A recipe's config folder, for commands outside the recipe (verl-ascend env).
-        "verl_ascend.configs": [
-            "dapo_ascend = recipe.dapo_ascend.config_utils:CONFIGS",
+        # A recipe's launch declaration (verl_ascend.launch.Recipe): train, doctor, dry-run and env compose its configs.
+        "verl_ascend.recipes": [
+            "dapo_ascend = recipe.dapo_ascend.main_dapo:RECIPE",
         ],
         "vllm.general_plugins": [
             # installs the "vllm"-stage seam rows of every home (verl.ascend's env check)

@@ -2,7 +2,8 @@
 
 Homes (product code only): ``verl.ascend`` (Ascend backend), ``verl.cpu`` (CPU backend), ``verl_ascend``
 (the neutral toolkit: report, checks, run, seams) and ``recipe`` (``recipe.dapo_ascend``). Imports run one way:
-recipe -> backends -> toolkit.
+recipe -> toolkit <- backends: a recipe reaches a backend only through the toolkit's launch, which calls the platform
+of ``trainer.device`` (``verl_ascend.device``), so a second recipe copies nothing device-specific.
 
 Rules, checked on every ``import``/``from ... import`` of every product module, those inside functions included
 (parsed with ``ast``, nothing is imported):
@@ -10,6 +11,7 @@ Rules, checked on every ``import``/``from ... import`` of every product module, 
 - ``verl.ascend`` imports neither ``verl.cpu`` nor ``recipe``;
 - ``verl.cpu`` imports neither ``verl.ascend`` nor ``recipe``;
 - ``verl_ascend`` imports none of ``verl.ascend``, ``verl.cpu``, ``recipe``;
+- ``recipe`` imports neither ``verl.ascend`` nor ``verl.cpu`` (no backend internals in a recipe);
 - no import cycle between modules, through any import: at module top level or inside a function (a lazy
   import hides a circle from Python, not from the reader), and no cycle between the homes (here the toolkit
   counts as its rooms ``report``, ``checks``, ``run``, ``seams``, ``cli`` (the command table and the parser
@@ -27,6 +29,8 @@ sanctioned ones, each a registration by the owner or a launch as a user starts i
   ``recipe.dapo_ascend.checks:register_checks``, loaded by ``verl_ascend.checks.rules()``.
 - entry points of group ``verl_ascend.seams`` (setup.py): each home's ``seams:SEAMS`` (its seam rows), loaded
   by ``verl_ascend.seams.index.assembled()``, and the rows' ``install`` paths, run by ``verl_ascend.seams.install``.
+- entry points of group ``verl_ascend.recipes`` (setup.py): a recipe's launch declaration (``main_dapo:RECIPE``),
+  loaded by ``verl_ascend.launch.recipe.registered_recipe()``;
 - entry points of group ``verl_ascend.sections`` (setup.py): each home's config sections (``Section`` subclasses,
   one declaration per key), loaded by ``verl_ascend.sections.declared()``.
 """
@@ -41,15 +45,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT_ROOTS = ("verl/ascend", "verl/cpu", "verl_ascend", "recipe/dapo_ascend")
 HOMES = ("verl.ascend", "verl.cpu", "verl_ascend", "recipe")
-# For the cycle check the toolkit counts as its rooms: report, checks, run, seams, cli and the exit table may not
-# lean on each other both ways (the longest prefix first: checks.exits before checks).
+# For the cycle check the toolkit counts as its rooms: report, checks, run, seams, launch, cli and the exit table may
+# not lean on each other both ways (the longest prefix first: checks.exits before checks).
 ROOMS = ("verl.ascend", "verl.cpu", "verl_ascend.report", "verl_ascend.checks.exits", "verl_ascend.checks",
-         "verl_ascend.run", "verl_ascend.seams", "verl_ascend.cli",
+         "verl_ascend.run", "verl_ascend.seams", "verl_ascend.cli", "verl_ascend.launch",
          "verl_ascend", "recipe")
 FORBIDDEN = {
     "verl.ascend": ("verl.cpu", "recipe"),
     "verl.cpu": ("verl.ascend", "recipe"),
     "verl_ascend": ("verl.ascend", "verl.cpu", "recipe"),
+    "recipe": ("verl.ascend", "verl.cpu"),
 }
 
 
@@ -194,8 +199,8 @@ def test_no_cycle_between_homes():
 def test_the_scan_sees_the_product_code():
     scanned = scan(REPO)
     assert {"verl.ascend.plugin", "verl.cpu.plugin", "verl_ascend.checks", "recipe.dapo_ascend.main_dapo"} <= set(scanned)
-    # imports inside functions are seen too: the recipe's driver imports its dry run lazily
-    assert any(t == "recipe.dapo_ascend.dry_run" and not top for t, _l, top in scanned["recipe.dapo_ascend.main_dapo"][1])
+    # imports inside functions are seen too: the launch imports the dry run lazily
+    assert any(t == "verl_ascend.launch.commands" and not top for t, _l, top in scanned["verl_ascend.launch"][1])
 
 
 # ----------------------------------------------------------------------------- the checker catches violations
@@ -223,6 +228,8 @@ def test_checker_reports_a_wrong_way_import_even_inside_a_function(tmp_path):
         "verl/ascend/bad.py:2: verl.ascend imports recipe.dapo_ascend.trainer",
         "verl/cpu/bad.py:1: verl.cpu imports verl.ascend.bad",
         "verl_ascend/bad.py:1: verl_ascend imports verl.cpu.bad",
+        "recipe/dapo_ascend/trainer.py:1: recipe imports verl.ascend.bad",
+        "recipe/dapo_ascend/trainer.py:1: recipe imports verl.cpu.bad",
     ]
 
 

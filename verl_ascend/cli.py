@@ -40,15 +40,15 @@ class Command:
 def commands() -> tuple[Command, ...]:
     """Every subcommand, in the order ``--help`` lists them."""
     return (
-        Command("train", "recipe.dapo_ascend.main_dapo:cli", "train with the DAPO recipe (Hydra overrides appended)",
+        Command("train", "verl_ascend.launch:train", "train with the installed recipe (Hydra overrides appended)",
                 "verl-ascend train --config-name dapo_demo_cpu trainer.total_training_steps=5",
                 "the launch refused before Ray (the doctor's error findings, the run's files, a run folder "
                 "held by a live run): every culprit named"),
-        Command("doctor", "recipe.dapo_ascend.doctor:main", "check a config: every finding and the verdict",
+        Command("doctor", "verl_ascend.launch.commands:doctor", "check a config: every finding and the verdict",
                 "verl-ascend doctor --config-name dapo_qwen25_32b_npu data.max_response_length=8192",
                 "an error finding (a warning too under --strict), a config that does not compose or has a key "
                 "of the wrong type or range"),
-        Command("dry-run", "recipe.dapo_ascend.dry_run:cli",
+        Command("dry-run", "verl_ascend.launch.commands:dry_run_cli",
                 "print the composed config, effective settings, env and verdict",
                 "verl-ascend dry-run --config-name dapo_qwen25_32b_npu",
                 "the doctor's verdict is no (the same rules), a config that does not compose"),

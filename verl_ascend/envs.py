@@ -44,6 +44,10 @@ class EnvVar:
 
 # The toolkit's own variables (checks, run machinery, RunPaths); the other homes declare theirs.
 VARIABLES: tuple[EnvVar, ...] = (
+    EnvVar("DRY_RUN", "bool", "0", "verl_ascend/launch/__init__.py",
+           "Compose the job, print the effective settings and the checks' verdict, exit without starting Ray."),
+    EnvVar("VERL_ASCEND_DOCTOR", "bool", "1", "verl_ascend/launch/__init__.py",
+           "Run the checks before a job starts (0 skips them; refusals of preflight still apply)."),
     EnvVar("VERL_ASCEND_DOCTOR_STRICT", "bool", "0", "verl_ascend/checks/__init__.py",
            "Treat the checks' warnings as errors (refuse the start)."),
     EnvVar("VERL_ASCEND_DOCTOR_IGNORE", "str", "", "verl_ascend/checks/__init__.py",

@@ -8,8 +8,7 @@ Registered through the entry point ``verl_ascend.checks: dapo_ascend = recipe.da
 - ``trainer_mode_supported`` (gate): the trainer mode is one of upstream's (``verl_ascend/trainer_mode.py``),
   each run by the recipe's trainer (``modes.py``); its internal registry names are not for users;
 - ``rollout_tail_policy``: the rollout-tail policy acts in ``sync`` only (its keys' ranges are
-  ``config_types``'s, from the declared section ``TailPolicy``);
-- ``destination_unusable`` (inputs): run and checkpoint folders writable with room for a checkpoint.
+  ``config_types``'s, from the declared section ``TailPolicy``).
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ from collections.abc import Iterator
 
 from verl_ascend import checks, trainer_mode
 from verl_ascend.checks.findings import ERROR, WARN, Finding
-from verl_ascend.checks.pipeline import GATE, INPUTS, from_check, keys_named, tag
+from verl_ascend.checks.pipeline import GATE, keys_named, tag
 from verl_ascend.checks.view import ConfigView
-from verl_ascend.run.run_guard import StartRefused
 
 from recipe.dapo_ascend import modes
 
@@ -90,21 +88,11 @@ def rollout_tail_policy(view: ConfigView) -> Iterator[Finding]:
         )
 
 
-def _check_destination(config) -> None:
-    from recipe.dapo_ascend.preflight import check_destination
-
-    check_destination(config)
-
-
 tag(config_types, stage=GATE, launch=True)
 tag(trainer_mode_supported, stage=GATE, launch=True)
 tag(rollout_tail_policy, launch=True)
-_check_destination.__doc__ = "Checkpoint and run folders writable with room for a checkpoint (``run_guard.py``)."
-destination_unusable = from_check(
-    "destination_unusable", _check_destination, (StartRefused,), stage=INPUTS, needs=("model_unusable",)
-)  # its checkpoint-size estimate reads the model folder
 
-RULES = (config_types, trainer_mode_supported, rollout_tail_policy, destination_unusable)
+RULES = (config_types, trainer_mode_supported, rollout_tail_policy)
 
 
 def register_checks() -> None:

@@ -10,10 +10,6 @@ from __future__ import annotations
 from verl_ascend.envs import EnvVar
 
 VARIABLES: tuple[EnvVar, ...] = (
-    EnvVar("DRY_RUN", "bool", "0", "recipe/dapo_ascend/main_dapo.py",
-           "Compose the job, print the effective settings and the checks' verdict, exit without starting Ray."),
-    EnvVar("VERL_ASCEND_DOCTOR", "bool", "1", "recipe/dapo_ascend/preflight.py",
-           "Run the checks before a job starts (0 skips them; refusals of preflight still apply)."),
     EnvVar("VERL_ASCEND_TINY_DIR", "path", "~/.cache/verl-ascend/tiny", "recipe/dapo_ascend/tiny/assets.py",
            "Where the embedded default's tiny model, tokenizer and data are generated and cached."),
     EnvVar("VERL_ASCEND_PROFILE_DIR", "path", None, "recipe/dapo_ascend/config/profile/cpu.yaml",

@@ -6,9 +6,11 @@ import copy
 
 from omegaconf import OmegaConf
 
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl.cpu import checks as cpu_checks
 from verl.cpu import config_defaults
+
+compose = RECIPE.compose
 
 
 def test_declared_launch_defaults_are_what_config_defaults_fills():

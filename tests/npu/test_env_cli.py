@@ -91,12 +91,13 @@ def test_dry_run_prints_the_rollout_binding_for_the_host_cpu(clean_env, host, ro
     """DRY_RUN's env section (recipe.dapo_ascend.dry_run): the rollout role's line carries the evidence."""
     import io
 
-    from recipe.dapo_ascend import dry_run
-    from recipe.dapo_ascend.config_utils import compose
+    from verl_ascend.launch import commands
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    compose = RECIPE.compose
 
     config = compose("dapo_qwen25_32b_npu", [f"ascend.env.host_cpu={host}"])
     out = io.StringIO()
-    dry_run.main(config, environ={}, out=out)
+    commands.dry_run(config, environ={}, out=out)
     text = out.getvalue()
     rollout = text.split("# --- role rollout", 1)[1].split("# =====", 1)[0]
     (line,) = lines_for(rollout, "CPU_AFFINITY_CONF")
@@ -108,12 +109,13 @@ def test_dry_run_prints_the_rollout_binding_for_the_host_cpu(clean_env, host, ro
 def test_doctor_warns_about_an_unbound_rollout_on_x86(clean_env):
     import io
 
-    from recipe.dapo_ascend import dry_run
-    from recipe.dapo_ascend.config_utils import compose
+    from verl_ascend.launch import commands
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    compose = RECIPE.compose
 
     config = compose("dapo_qwen25_32b_npu", ["ascend.env.host_cpu=x86_64", "+ascend.env.overrides.CPU_AFFINITY_CONF=0"])
     out = io.StringIO()
-    dry_run.main(config, environ={}, out=out)
+    commands.dry_run(config, environ={}, out=out)
     doctor = out.getvalue().split("# ===== config doctor =====", 1)[1]
     (finding,) = [line for line in doctor.splitlines() if "rollout_cpus_unbound" in line]
     assert "CPU_AFFINITY_CONF=0 in rollout" in finding and "ascend.env.host_cpu" in finding

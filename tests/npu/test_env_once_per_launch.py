@@ -1,20 +1,22 @@
 """One launch evaluates the Ascend env profile once (issue 26: "evaluated once per run or dry run").
 
-The real launch path in this process: ``main_dapo.main_with_config`` on the tiny config with
+The real launch path in this process: ``verl_ascend.launch.launch`` on the tiny config with
 ``trainer.device=npu`` (the NPU emulator), through ``prepare`` (the checks, whose env rule evaluates
-the profile) and ``run`` (``apply_to_config``, which delivers it) up to upstream's ``run_ppo``, which
-is stood in for: it records the job's Ray env and starts nothing.
+the profile, then the NPU platform's ``deliver_config``: ``apply_to_config``) and ``start`` up to
+upstream's ``run_ppo``, which is stood in for: it records the job's Ray env and starts nothing.
 """
 
 from __future__ import annotations
 
 import json
 
-from recipe.dapo_ascend import main_dapo
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl.ascend.env import profile as env_profile
 from verl.ascend.env.profile import PROFILE_ENV, RAY_ENV_KEY
+from verl_ascend.launch import launch
 from verl_ascend.run import lifetime
+
+compose = RECIPE.compose
 
 
 def test_a_launch_evaluates_the_profile_once_and_delivers_it(tiny_dir, tmp_path, monkeypatch, evaluations):
@@ -33,7 +35,7 @@ def test_a_launch_evaluates_the_profile_once_and_delivers_it(tiny_dir, tmp_path,
 
     monkeypatch.setattr(main_ppo, "run_ppo", run_ppo)
     monkeypatch.setattr(lifetime.Guardian, "start", classmethod(lambda cls, *a, **k: None))
-    assert main_dapo.main_with_config(config) == 0
+    assert launch(RECIPE, config) == 0
     assert delivered["TASK_QUEUE_ENABLE"] == "1"  # the profile reached the job's Ray env
     assert json.loads(delivered[PROFILE_ENV])
     assert len(evaluations) == 1, f"the profile was evaluated {len(evaluations)} times in one launch"

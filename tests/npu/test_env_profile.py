@@ -9,7 +9,7 @@ import json
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from recipe.dapo_ascend.config_utils import compose as compose_config
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl.ascend.env.profile import (
     PROFILE_ENV,
     EnvConflictError,
@@ -19,6 +19,8 @@ from verl.ascend.env.profile import (
     resolve_env_profile,
 )
 from verl.ascend.env.wire import rollout_env_from_environ
+
+compose_config = RECIPE.compose
 
 EAGER = "actor_rollout_ref.rollout.enforce_eager"
 VLLM_EAGER = "actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager"  # the spelling vLLM obeys first
@@ -455,11 +457,11 @@ def test_a_dry_run_evaluates_the_profile_once(evaluations):
     """Three sections of DRY_RUN=1 read the profile (effective settings, env lines, the checks' rule): one evaluation."""
     import io
 
-    from recipe.dapo_ascend import dry_run
+    from verl_ascend.launch import commands
 
     config = compose_config("dapo_qwen25_32b_npu", [])
     out = io.StringIO()
-    assert dry_run.main(config, environ={}, out=out) == 0
+    assert commands.dry_run(config, environ={}, out=out) == 0
     text = out.getvalue()
     assert "TASK_QUEUE_ENABLE=2" in text and "# --- target stack" in text  # every section still had its profile
     assert len(evaluations) == 1

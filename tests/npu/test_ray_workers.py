@@ -19,8 +19,10 @@ from omegaconf import OmegaConf
 
 from tests.launch import start_local_ray
 from verl.ascend import emulator
-from recipe.dapo_ascend.config_utils import compose as compose_config
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl.ascend.env.profile import PROFILE_ENV, apply_to_config, is_arm_cpu
+
+compose_config = RECIPE.compose
 
 pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 

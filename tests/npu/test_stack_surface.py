@@ -18,9 +18,11 @@ import yaml
 from omegaconf import OmegaConf, open_dict
 
 from verl.ascend.env import stack
-from recipe.dapo_ascend.config_utils import compose as compose_config
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl.ascend.env.profile import evaluate_env_profile, load_table
 from verl.ascend.env.stack_source import snapshot
+
+compose_config = RECIPE.compose
 
 REPO = Path(__file__).resolve().parents[2]
 VA = "vllm-ascend"

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl.ascend import weight_sync
 from verl.ascend.env import stack, stack_source
 from verl_ascend import checks
 from verl_ascend.checks.exits import REFUSED
+
+compose = RECIPE.compose
 
 NO_ENV: dict[str, str] = {}
 PRESET = ["+pools=npu_separate_128"]

@@ -2,9 +2,9 @@
 marker ``e2e``), or in this process for every start that ends before Ray (the fixture ``entry``).
 
 ``entry(*overrides)`` composes the tiny config with Hydra's compose API (the overrides a user types)
-and calls ``main_dapo.main_with_config``, with ``run`` (Ray, training) replaced by a stub that records
-its config. It returns a ``subprocess.CompletedProcess``-shaped result: the exit status and what the
-entry point printed on stdout and stderr. ``entry.cli(*argv)`` goes through ``main_dapo.cli`` for what
+and calls the toolkit's ``launch`` with the recipe's declaration, with ``start`` (Ray, training)
+replaced by a stub that records its config. It returns a ``subprocess.CompletedProcess``-shaped result: the exit status and what the
+entry point printed on stdout and stderr. ``entry.cli(*argv)`` goes through ``verl-ascend train`` for what
 its command line refuses before Hydra composes anything (upstream's old keys); Hydra's own launch
 (``hydra.main``) is not run in this process: a test that needs it starts a subprocess.
 
@@ -59,7 +59,8 @@ def run_recipe(
 def entry(tiny_dir, tmp_path, monkeypatch, capsys):
     from hydra import compose, initialize_config_dir
 
-    from recipe.dapo_ascend import main_dapo
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    from verl_ascend import launch
     from verl_ascend.run.run_guard import RunLock
 
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(tmp_path / "out"))
@@ -69,7 +70,7 @@ def entry(tiny_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(RunLock, "held", [])
     monkeypatch.setattr(RunLock, "locked", {})
     started = []
-    monkeypatch.setattr(main_dapo, "run", lambda config: started.append(config))
+    monkeypatch.setattr(launch, "start", lambda recipe, config: started.append(config))
 
     def finished(code: int, environ: dict) -> subprocess.CompletedProcess:
         captured = capsys.readouterr()
@@ -82,14 +83,13 @@ def entry(tiny_dir, tmp_path, monkeypatch, capsys):
         with initialize_config_dir(config_dir=str(REPO / "recipe" / "dapo_ascend" / "config"), version_base=None):
             cfg = compose(config_name=config_name, overrides=[f"tiny_dir={tiny_dir}", *overrides])
         environ = dict(os.environ)
-        return finished(main_dapo.main_with_config(cfg), environ)
+        return finished(launch.launch(RECIPE, cfg), environ)
 
     def cli(*argv: str) -> subprocess.CompletedProcess:
         environ = dict(os.environ)
-        monkeypatch.setattr("sys.argv", ["main_dapo", "--config-name", "dapo_tiny_cpu", f"tiny_dir={tiny_dir}", *argv])
-        monkeypatch.setattr(main_dapo, "main", lambda: pytest.fail("the command line accepted it: Hydra would launch"))
+        monkeypatch.setattr(launch, "launch", lambda recipe, config: pytest.fail("the command line accepted it"))
         try:
-            code = main_dapo.cli()  # verl-ascend train: a refusal is its return value
+            code = launch.train(["--config-name", "dapo_tiny_cpu", f"tiny_dir={tiny_dir}", *argv], RECIPE)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         return finished(code, environ)

@@ -8,9 +8,11 @@ import io
 
 import pytest
 
-from recipe.dapo_ascend import dry_run
-from recipe.dapo_ascend.config_utils import compose
+from verl_ascend.launch import commands
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl.ascend.accept import run_check
+
+compose = RECIPE.compose
 
 
 @pytest.mark.parametrize("tp", [1, 8])
@@ -18,7 +20,7 @@ def test_device_overrides_compose_and_the_doctor_accepts_them(tp, tmp_path, tiny
     monkeypatch.setenv("VERL_ASCEND_TINY_DIR", str(tiny_dir))
     config = compose(run_check.EXPERIMENT, run_check.overrides(tmp_path, emulated=False, tp=tp))
     out = io.StringIO()
-    assert dry_run.main(config, environ={}, out=out) == 0, out.getvalue()[-3000:]
+    assert commands.dry_run(config, environ={}, out=out) == 0, out.getvalue()[-3000:]
     assert config.trainer.device == "npu" and config.actor_rollout_ref.rollout.name == "vllm"
     assert config.global_profiler.tool == "npu" and list(config.global_profiler.steps) == [run_check.PROFILED_STEP]
     mc2 = "actor_rollout_ref.rollout -> vllm.additional_config.enable_matmul_allreduce: true" in out.getvalue()

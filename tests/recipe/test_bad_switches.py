@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
-from recipe.dapo_ascend import config_schema, doctor, main_dapo
+from recipe.dapo_ascend import config_schema
+from recipe.dapo_ascend.main_dapo import RECIPE
+from verl_ascend import launch
+from verl_ascend.launch import commands
 from verl_ascend.checks import exits
 
 
 def test_unreadable_dry_run_exits_2_naming_it(monkeypatch, capsys):
     monkeypatch.setenv("DRY_RUN", "maybe")
-    assert main_dapo.main_with_config(OmegaConf.create({})) == 2
+    assert launch.launch(RECIPE, OmegaConf.create({})) == 2
     assert "DRY_RUN='maybe' is not a boolean" in capsys.readouterr().err
 
 
 def test_doctor_with_an_unreadable_strict_switch_exits_2_naming_it(monkeypatch, capsys):
     monkeypatch.setenv("VERL_ASCEND_DOCTOR_STRICT", "maybe")
-    assert doctor.main(["--config-name", "dapo_tiny_cpu"]) == exits.REFUSED
+    assert commands.doctor(["--config-name", "dapo_tiny_cpu"]) == exits.REFUSED
     assert "VERL_ASCEND_DOCTOR_STRICT='maybe' is not a boolean" in capsys.readouterr().err
 
 

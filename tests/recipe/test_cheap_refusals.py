@@ -214,7 +214,7 @@ def test_second_run_is_refused_by_the_lock_before_any_check(entry, tmp_path, mon
     import fcntl
     import socket
 
-    from recipe.dapo_ascend import preflight
+    from verl_ascend import launch
 
     run_dir = tmp_path / "out" / EXPERIMENT
     run_dir.mkdir(parents=True)
@@ -224,7 +224,7 @@ def test_second_run_is_refused_by_the_lock_before_any_check(entry, tmp_path, mon
     holder = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)  # another open file: it conflicts like another process
     fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
     checked = []
-    monkeypatch.setattr(preflight, "check_all", lambda config, environ=None: checked.append(config))
+    monkeypatch.setattr(launch, "check", lambda config: checked.append(config))
     try:
         result = entry()
     finally:

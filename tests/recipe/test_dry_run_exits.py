@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recipe.dapo_ascend import dry_run
+from verl_ascend.launch import commands
 from verl_ascend.checks import exits
 
 
@@ -13,12 +13,12 @@ from verl_ascend.checks import exits
     (["actor_rollout_ref.rollout.no_such_key=1"], "no_such_key"),  # a key upstream's schema lacks
 ])
 def test_input_that_does_not_compose_is_refused_naming_it(argv, named, capsys):
-    assert dry_run.cli(argv) == exits.REFUSED
+    assert commands.dry_run_cli(argv) == exits.REFUSED
     err = capsys.readouterr().err
     assert err.startswith("error: ") and named in err
 
 
 def test_a_bad_argument_is_refused(capsys):
     with pytest.raises(SystemExit) as stop:
-        dry_run.cli(["--no-such-flag"])
+        commands.dry_run_cli(["--no-such-flag"])
     assert stop.value.code == exits.REFUSED and "--no-such-flag" in capsys.readouterr().err

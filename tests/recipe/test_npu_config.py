@@ -13,11 +13,15 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from recipe.dapo_ascend import dry_run
+from verl_ascend.launch import commands
 from tests.launch import require_e2e
-from recipe.dapo_ascend.config_utils import CONFIG_DIR, ConfigError, compose
+from recipe.dapo_ascend.main_dapo import RECIPE
+from verl_ascend.run.config_utils import ConfigError
 from verl_ascend.checks.rules_schema import unknown_keys, upstream_reference
 from verl_ascend.checks import exits
+
+CONFIG_DIR = RECIPE.config_dir
+compose = RECIPE.compose
 
 REPO = Path(__file__).resolve().parents[2]
 NPU_YAML = CONFIG_DIR / "dapo_qwen25_32b_npu.yaml"
@@ -181,7 +185,7 @@ def test_article_switches_cite_the_measured_gain(key):
 
 def _dry(cfg, environ=None):
     out = io.StringIO()
-    code = dry_run.main(cfg, environ=environ or {}, out=out)
+    code = commands.dry_run(cfg, environ=environ or {}, out=out)
     return code, out.getvalue()
 
 
@@ -297,7 +301,7 @@ def test_script_rejects_bad_environment_before_python(tmp_path):
 
 def test_preflight_builds_upstream_config_objects_before_ray():
     """The launch path (not only the dry run) fails in the driver with upstream's own message."""
-    from recipe.dapo_ascend.preflight import PreflightError, check_upstream_objects
+    from verl_ascend.checks.preflight import PreflightError, check_upstream_objects
 
     check_upstream_objects(compose("dapo_qwen25_32b_npu"))
     with pytest.raises(PreflightError, match="Rollout mode 'sync' has been removed"):

@@ -30,9 +30,9 @@ def tiny_env(tiny_dir, tmp_path, monkeypatch):
 
 
 def tiny(overrides=()):
-    from recipe.dapo_ascend.config_utils import compose
+    from recipe.dapo_ascend.main_dapo import RECIPE
 
-    return compose("dapo_tiny_cpu", list(overrides))
+    return RECIPE.compose("dapo_tiny_cpu", list(overrides))
 
 
 def _fake_provider(monkeypatch, *rules):
@@ -88,20 +88,21 @@ def test_a_gate_error_holds_back_rules_that_trust_types(tiny_env, monkeypatch):
 def test_every_culprit_is_named_at_once(tiny_env):
     """Three independent problems (batch arithmetic, rollout-tail policy, checkpoint policy): one refusal names all.
     (A key out of its declared range is a gate error instead, which holds back the rules that trust types.)"""
-    from recipe.dapo_ascend import preflight
+    from verl_ascend import launch
+    from verl_ascend.checks.preflight import PreflightError
 
     config = tiny(["data.train_batch_size=10", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
                    f"{TAIL}.enable=true", "trainer.v1.trainer_mode=colocate_async", "trainer.save_freq=0"])
-    with pytest.raises(preflight.PreflightError) as caught:
-        preflight.check_all(config)
+    with pytest.raises(PreflightError) as caught:
+        launch.check(config)
     text = str(caught.value)
     for needle in ("data.train_batch_size=10", "ppo_mini_batch_size=4", f"{TAIL}.enable=True",
                    "trainer.save_freq=0"):
         assert needle in text, (needle, text)
-    rules = {f.rule for f in preflight.findings(config) if f.severity == ERROR}
+    rules = {f.rule for f in checks.validate(config, inputs=True) if f.severity == ERROR}
     assert {"batch_not_divisible", "rollout_tail_ignored", "destination_unusable"} <= rules
     assert not (tiny_env / "out").exists()  # the checks change nothing in the output folder
-    (typed,) = [f for f in preflight.findings(tiny([f"{TAIL}.over_provision=0.5"])) if f.severity == ERROR]
+    (typed,) = [f for f in checks.validate(tiny([f"{TAIL}.over_provision=0.5"]), inputs=True) if f.severity == ERROR]
     assert typed.rule == "config_types" and f"{TAIL}.over_provision=0.5: accepted: a number >= 1.0" in typed.message
 
 
@@ -124,13 +125,11 @@ def test_upstream_validate_config_assertion_becomes_a_finding(tiny_env, monkeypa
     (["trainer.use_v1=False"], True),  # a doctor rule
 ])
 def test_dry_run_and_doctor_reach_the_same_verdict(tiny_env, capsys, overrides, refused):
-    from recipe.dapo_ascend import doctor, dry_run
+    from verl_ascend.launch import commands
 
-    dry = dry_run.main(tiny(overrides), environ=dict(os.environ), out=io.StringIO())
-    doc = doctor.main(["--config-name", "dapo_tiny_cpu", *overrides])
+    dry = commands.dry_run(tiny(overrides), environ=dict(os.environ), out=io.StringIO())
+    doc = commands.doctor(["--config-name", "dapo_tiny_cpu", *overrides])
     capsys.readouterr()
     assert dry == doc == (exits.REFUSED if refused else exits.OK), (dry, doc)  # one exit table
-    # and the launch's preflight agrees on the config part
-    from recipe.dapo_ascend import preflight
-
-    assert bool(checks.refusal(preflight.findings(tiny(overrides), inputs=False), False)) == refused
+    # and the launch's checks agree on the config part
+    assert bool(checks.refusal(checks.validate(tiny(overrides), inputs=False), False)) == refused

@@ -84,14 +84,14 @@ def test_refused_start_writes_no_hydra_folder(tiny_dir, tmp_path):
 
 
 def test_dry_run_and_doctor_apply_the_same_view(entry, tmp_path, monkeypatch, capsys):
-    """``DRY_RUN=1`` and ``verl-ascend doctor --strict`` refuse what preflight refuses."""
-    from recipe.dapo_ascend import doctor
+    """``DRY_RUN=1`` and ``verl-ascend doctor --strict`` refuse what the launch refuses."""
+    from verl_ascend.launch import commands
 
     monkeypatch.setenv("DRY_RUN", "1")
     dry = entry("data.train_batch_size=abc")
     assert dry.returncode == 2 and "data.train_batch_size='abc'" in dry.stderr, dry.stderr[-2000:]
     monkeypatch.delenv("DRY_RUN")
-    code = doctor.main(["--strict", "--config-name", "dapo_tiny_cpu", "actor_rollout_ref.rollout.n=0"])
+    code = commands.doctor(["--strict", "--config-name", "dapo_tiny_cpu", "actor_rollout_ref.rollout.n=0"])
     err = capsys.readouterr().err
     assert code == 2 and "actor_rollout_ref.rollout.n=0" in err, err[-2000:]
     assert "Traceback" not in dry.stderr + err

@@ -19,11 +19,11 @@ def test_the_shipped_configs_are_found():
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_doctor_strict_accepts_the_shipped_config(name, capsys, monkeypatch):
-    from recipe.dapo_ascend import doctor
+    from verl_ascend.launch.commands import doctor
 
     for var in ("VERL_ASCEND_DOCTOR_IGNORE", "VERL_ASCEND_DOCTOR_STRICT"):
         monkeypatch.delenv(var, raising=False)
-    code = doctor.main(["--strict", "--config-name", name])
+    code = doctor(["--strict", "--config-name", name])
     out = capsys.readouterr()
     assert code == exits.OK, out.out[-3000:] + out.err[-3000:]
     assert "doctor verdict: OK" in out.out and "0 warning(s)" in out.out
@@ -34,13 +34,13 @@ def test_vllm_runs_of_the_tiny_configs_stay_eager():
     arguments with its own enforce_eager first and **engine_kwargs after, so the engine still runs eager."""
     import inspect
 
-    from recipe.dapo_ascend.config_utils import CONFIG_DIR, compose
+    from recipe.dapo_ascend.main_dapo import RECIPE
     from verl.workers.rollout.vllm_rollout import vllm_async_server
 
     source = inspect.getsource(vllm_async_server.vLLMHttpServer)
     own, merged = source.index('"enforce_eager": self.config.enforce_eager'), source.index("**engine_kwargs,")
     assert own < merged  # a later key wins in a dict display
-    config = compose("dapo_tiny_cpu", ["actor_rollout_ref.rollout.name=vllm"], CONFIG_DIR)
+    config = RECIPE.compose("dapo_tiny_cpu", ["actor_rollout_ref.rollout.name=vllm"])
     rollout = config.actor_rollout_ref.rollout
     args = {"enforce_eager": rollout.enforce_eager, **rollout.engine_kwargs.vllm}
     assert args["enforce_eager"] is True and rollout.enforce_eager is False  # upstream's default, not read on hf

@@ -13,8 +13,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from recipe.dapo_ascend import modes
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl_ascend import trainer_mode
+
+compose = RECIPE.compose
 
 UPSTREAM = {
     "sync": "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync",

@@ -6,6 +6,8 @@ the env profile sets for ``trainer.device=npu`` -- gets this class, in the drive
 every Ray worker (the ``verl.plugins`` entry point runs at each ``import verl``).
 
 What it adds to upstream's platform:
+- the launch hooks of ``verl_ascend.device.DeviceHooks`` for ``trainer.device=npu``: the env profile
+  delivered into the job's config after the checks, and what the dry run prints for the NPU;
 - ``rollout_env_vars()``: upstream's variables plus the rollout role of the resolved env
   profile (``VERL_ASCEND_ENV_PROFILE``), which upstream passes into the runtime_env of every
   rollout server actor, hence into every vLLM process it spawns;
@@ -26,6 +28,7 @@ from verl.plugin.platform import PlatformRegistry
 from verl.plugin.platform.platform_npu import PlatformNPU
 
 from verl.ascend import emulator
+from verl_ascend.device import DeviceHooks
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +44,35 @@ def _missing_torch_npu() -> RuntimeError:
 
 
 @PlatformRegistry.register(platform=PLATFORM_NAME)
-class AscendPlatform(PlatformNPU):
+class AscendPlatform(PlatformNPU, DeviceHooks):
     """verl's ``huawei`` platform with verl-ascend's env profile, fused ops and CPU emulator."""
+
+    config_device = "npu"  # the trainer.device this platform prepares at launch (verl_ascend.device)
+
+    def deliver_config(self, config) -> None:
+        """The resolved env profile into every Ray worker and rollout server (``env.profile.apply_to_config``)."""
+        from verl.ascend.env.profile import apply_to_config
+
+        apply_to_config(config)
+
+    def env_profile(self, config, environ):
+        """The env profile of this config (its stack and vLLM additional_config), for the effective settings."""
+        from verl.ascend.env.profile import evaluate_env_profile
+
+        return evaluate_env_profile(config, environ)[0]
+
+    def dry_run_lines(self, config, environ) -> list[str]:
+        """The env profile per role with each value's reason, and the pools of an async job (``env.dry_run``)."""
+        from verl.ascend.env.dry_run import lines
+
+        return lines(config, environ)
+
+    def evaluated_once(self):
+        """The env profile evaluated once per config state: the checks, then ``deliver_config`` (a launch),
+        or three sections (a dry run)."""
+        from verl.ascend.env.profile import evaluated_once
+
+        return evaluated_once()
 
     @property
     def emulated(self) -> bool:

@@ -1,8 +1,8 @@
 """The CPU backend's part of the one validation pipeline: what its platform fills in before the checks.
 
-At launch, upstream's ``auto_set_device`` (patched by this backend, seam ``cpu_auto_set_device``) applies
-``verl/cpu/config_defaults.py`` before ``preflight.prepare`` runs the pipeline; in ``separate_async`` it
-supplies the standalone rollout pool and the gloo weight-sync engine where the user set neither. The
+At launch, ``verl/cpu/config_defaults.py`` is applied before the pipeline runs (``PlatformCPU.prepare_config``,
+called by the launch; upstream's entry points get it through ``auto_set_device``, seam ``cpu_auto_set_device``);
+in ``separate_async`` it supplies the standalone rollout pool and the gloo weight-sync engine where the user set neither. The
 doctor and ``DRY_RUN=1`` do not apply those defaults, so the rules that would refuse the unset values
 (``verl_ascend/checks/rules_async.py``) are told here which keys the launch fills, and note them instead,
 and which engine module it names (``verl_ascend/checks/engine_modules.py``: a backend name that module does

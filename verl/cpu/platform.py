@@ -22,10 +22,28 @@ import torch
 
 from verl.plugin.platform import PlatformBase, PlatformRegistry
 
+from verl_ascend.device import DeviceHooks
+
 
 @PlatformRegistry.register(platform="cpu")
-class PlatformCPU(PlatformBase):
+class PlatformCPU(PlatformBase, DeviceHooks):
     """verl platform for CPU-only machines (development, CI, laptops)."""
+
+    config_device = "cpu"  # the trainer.device this platform prepares at launch (verl_ascend.device)
+
+    def prepare_config(self, config) -> list[str]:
+        """What a CPU run needs for its trainer mode, unless the user set it: the gloo weight-sync engine
+        and a rollout pool in ``separate_async``, sdpa, FSDP2, the Ray slots of both pools
+        (``config_defaults.py``, each change logged); a setting that cannot work refuses the start.
+        Upstream's ``main_ppo`` gets the same through this backend's ``auto_set_device`` hook; the
+        checks then judge what will run."""
+        from verl.cpu import config_defaults
+        from verl_ascend.checks.preflight import PreflightError
+
+        try:
+            return config_defaults.apply(config)
+        except config_defaults.CPUConfigError as exc:
+            raise PreflightError(str(exc)) from None
 
     @property
     def device_name(self) -> str:

@@ -8,10 +8,10 @@ trainer modes assert inside Ray (``rules_async``), what upstream's replay buffer
 group-relative estimators do with one response per prompt (``rules_sampler``), rollout profiling, context
 length, and keys upstream does not define (``rules_schema``)) and those registered by backends and
 recipes through the entry-point group ``verl_ascend.checks`` (setup.py: the Ascend env-profile
-conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys, rollout-tail policy and checkpoint
-destination, ``recipe/dapo_ascend/checks.py``). It returns every ``Finding`` (errors first) and never
+conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys and rollout-tail policy,
+``recipe/dapo_ascend/checks.py``; the run folders' destination, ``verl_ascend/run/run_guard.py``). It returns every ``Finding`` (errors first) and never
 raises for a problem in the config, so a refusal names every culprit at once. The recipe's entry
-point (``recipe/dapo_ascend/preflight.py::prepare``, before Ray, with ``inputs=True``), ``DRY_RUN=1``
+point (``verl_ascend/launch``: ``prepare``, before Ray, with ``inputs=True``), ``DRY_RUN=1``
 and ``verl-ascend doctor`` all call it, so they reach the same verdict on the same
 config. Stages and tags: ``pipeline.py``.
 

@@ -13,5 +13,5 @@ class DoctorOptions(Section):
 
     SECTION = "doctor"
 
-    # Warnings refuse too, as with --strict or VERL_ASCEND_DOCTOR_STRICT=1 (read by recipe/dapo_ascend/preflight.py).
+    # Warnings refuse too, as with --strict or VERL_ASCEND_DOCTOR_STRICT=1 (read by verl_ascend/launch/__init__.py).
     strict: bool = key(False, "true or false", boolean)

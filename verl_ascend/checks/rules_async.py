@@ -30,7 +30,7 @@ the keys and their values:
 
 Keys a device's platform fills in before these checks run at launch (the CPU platform supplies the
 rollout pool and the weight-sync engine in ``separate_async``: ``verl/cpu/config_defaults.py``, applied
-by upstream's ``auto_set_device`` in ``preflight.prepare`` before the pipeline) are declared by that
+by upstream's ``auto_set_device`` in the launch's ``prepare`` before the pipeline) are declared by that
 backend with :func:`register_launch_defaults`; the doctor and ``DRY_RUN=1``, which do not apply them,
 then report a note instead of a refusal the launch would not make.
 """

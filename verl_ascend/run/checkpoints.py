@@ -318,12 +318,50 @@ class Plan:
     metrics_path: Optional[str]
     selection: Optional[Selection] = None
     data_order: Optional[dict] = None  # data_order.plan_data_order's decision
+    folders: tuple[str, ...] = ()  # run folder and checkpoint folder: locked once the start commits
+    start_over: bool = False  # fault_tolerance.start_over on top of recorded history
 
 
 def run_paths(config) -> tuple[str, str]:
     """(run folder, checkpoint folder) of this run, absolute."""
     paths = RunPaths.of(config)
     return paths.run_dir, paths.checkpoints
+
+
+def existing_run_folders(config) -> list[str]:
+    """The run's folders to lock first, before any check ([] when a path key is missing or broken:
+    the checks name it)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return list(run_paths(config))
+    except OmegaConfBaseException:
+        return []
+
+
+def plan_start(config) -> Plan:
+    """Read-only: what this start resumes, whether recorded history allows it, and its data order;
+    raises ``StartRefused`` (or ``NothingToTrain``) before any file changes."""
+    from verl_ascend.run import data_order, run_guard
+    from verl_ascend.run.options import FaultTolerance
+
+    options = FaultTolerance.from_config(config)
+    plan = plan_resume(config)
+    plan.folders = run_paths(config)
+    plan.start_over = run_guard.guard_history(plan.run_dir, plan.step, plan.why, HISTORY_FILES, options.start_over)
+    run_guard.check_nothing_left(config.trainer.get("total_training_steps"), plan.step)
+    plan.data_order = data_order.plan_data_order(config, plan.step, plan.run_dir, options.new_data_order)
+    return plan
+
+
+def commit_start(config, plan: Plan) -> int:
+    """The start is committed: own the run folder, then bring its files in line with ``plan``."""
+    from verl_ascend.run.run_guard import RunLock
+
+    RunLock.record_owner(plan.run_dir)
+    if plan.start_over:
+        print(f"[verl-ascend] fault_tolerance.start_over=true: {plan.why}; earlier records go to dated side files", flush=True)
+    return prepare_run(config, plan)  # checkpoint picked; metrics/prompt logs continue
 
 
 def plan_resume(config) -> Plan:

@@ -4,10 +4,9 @@ Why not ``@hydra.main`` everywhere: the dry run, the doctor's command line and t
 exact config the entry point would get, from a plain function call, with upstream-style override
 strings. Composition goes through Hydra itself, so the recipe YAML is merged onto upstream verl
 0.9.1's ``ppo_trainer`` exactly as at run time, and an override of a key that upstream does not
-define fails here (Hydra struct mode) with the key named. The config folder is the caller's (a recipe
-binds its own: ``recipe/dapo_ascend/config_utils.py``); a command outside the recipe (``python -m
-verl.ascend.env``) finds it through the entry-point group ``verl_ascend.configs``, where a recipe
-declares its folder (:class:`ConfigFolder`), so no backend names a recipe. This is the one composer.
+define fails here (Hydra struct mode) with the key named. The config folder is the caller's: the one
+a recipe declares (``verl_ascend.launch.Recipe``, found through the entry-point group
+``verl_ascend.recipes``), so no backend names a recipe. This is the one composer.
 """
 
 from __future__ import annotations
@@ -15,22 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dataclasses import dataclass
-
 from omegaconf import DictConfig
 
-CONFIGS_GROUP = "verl_ascend.configs"
 # Upstream's trainer configs (``ppo_trainer``): on the search path of every composition. Hydra reads
 # ``hydra.searchpath`` only from a primary config, so a base config (``dapo_base``) gets it as an override.
 UPSTREAM_CONFIGS = "pkg://verl.trainer.config"
-
-
-@dataclass(frozen=True)
-class ConfigFolder:
-    """A recipe's config folder as it declares it (entry point of group ``verl_ascend.configs``)."""
-
-    path: Path
-    base: str  # the config a command composes when given no --config-name
 
 
 class ConfigError(ValueError):
@@ -79,20 +67,6 @@ def _search_path(primary: Path, overrides: Sequence[str]) -> list[str]:
     return [f"hydra.searchpath=[{','.join([*declared, UPSTREAM_CONFIGS])}]"]
 
 
-def registered_folder() -> ConfigFolder:
-    """The config folder a recipe declared (group ``verl_ascend.configs``); ConfigError unless exactly one."""
-    from importlib.metadata import entry_points
-
-    found = {ep.name: ep for ep in entry_points(group=CONFIGS_GROUP)}
-    if len(found) != 1:
-        names = ", ".join(sorted(found)) or "none"
-        raise ConfigError(f"{len(found)} recipes declare a config folder (entry points {CONFIGS_GROUP}: {names}); pass --config-dir")
-    folder = next(iter(found.values())).load()
-    if not isinstance(folder, ConfigFolder):
-        raise ConfigError(f"entry point {CONFIGS_GROUP} {next(iter(found))} is {folder!r}, not a ConfigFolder")
-    return folder
-
-
 def legacy_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(the other overrides, "old -> new" moves)`` for upstream's old reward keys on the command line."""
     from verl_ascend.checks.rules_reward import LEGACY_MOVES  # the reward rules' table: one list of the moves
@@ -133,3 +107,37 @@ def _explain(exc: Exception, overrides: Sequence[str]) -> str:
         )
     given = f"\noverrides given: {' '.join(overrides)}" if overrides else ""
     return f"cannot compose the config: {message}{hint}{given}"
+
+
+def split_argv(argv: Sequence[str], default: str) -> tuple[str, list[str]]:
+    """``--config-name NAME`` (or ``--config-name=NAME``, ``-cn``) and the Hydra overrides of ``argv``."""
+    name, overrides, args = default, [], iter(argv)
+    for arg in args:
+        flag, _, value = arg.partition("=")
+        if flag in ("--config-name", "-cn"):
+            name = value or next(args, default)
+        elif flag in ("--config-path", "-cp", "--config-dir", "-cd") and not value:
+            next(args, None)  # Hydra's own flags and their values are not overrides
+        elif not arg.startswith("-") and not arg.startswith(("hydra.", "hydra/")):
+            overrides.append(arg)
+    return name, overrides
+
+
+def legacy_report(config_dir: str | Path, config_name: str, overrides: Sequence[str]) -> str | None:
+    """With upstream's old reward keys among ``overrides``: one report of every culprit -- where each
+    legacy key lives now, then the checks' findings on the config the other overrides compose -- so a
+    user who fixes them does not meet the next refusal on a second try. None without legacy keys."""
+    from verl_ascend import checks
+    from verl_ascend.checks.findings import ERROR, Finding
+    from verl_ascend.checks.pipeline import keys_named
+
+    message = legacy_override_message(overrides)
+    if message is None:
+        return None
+    kept, _moves = legacy_overrides(overrides)
+    legacy = Finding("legacy_reward_keys_ignored", ERROR, message, keys_named(message))
+    try:
+        findings = [legacy, *checks.validate(compose(config_name, kept, config_dir))]
+    except ConfigError as exc:  # the rest does not compose either: say so in the same report
+        findings = [legacy, Finding("config_not_composed", ERROR, str(exc))]
+    return checks.format_report(findings, strict=False)

@@ -5,7 +5,7 @@ error arrives as ``RayTaskError`` (``.cause`` the original, once per hop: worker
 driver), a dead actor as ``ActorDiedError`` whose only record of the actor's class, pid, node and
 exit is the text Ray renders from its ``ActorDiedErrorContext``, and the memory monitor's kill as
 ``OutOfMemoryError`` carrying the monitor's report. ``describe_failure`` walks that chain and
-returns the one line the driver prints last (``recipe/dapo_ascend/main_dapo.py``):
+returns the one line the driver prints last (``verl_ascend/launch``: ``report_failure``):
 
     <what happened: resource, file or process>. Kept: <last complete checkpoint>. <how to resume>
 
@@ -57,6 +57,19 @@ class RunSite:
     run_dir: str
     resume_mode: str = "auto"
     command: Optional[str] = None  # the command to run again (``rerun_command()``), if known
+
+
+def site_of(config) -> RunSite:
+    """The failing run's site: its folders from its config (none for a config without the trainer
+    section, as in tests) and the command that resumes it."""
+    from verl_ascend.paths import RunPaths
+
+    try:
+        paths = RunPaths.of(config)
+        folders = (paths.checkpoints, paths.run_dir, str(config.trainer.get("resume_mode", "auto")))
+    except Exception:  # nothing kept to name
+        folders = ("", "")
+    return RunSite(*folders, command=rerun_command())
 
 
 def chain(exc: Optional[BaseException]) -> Iterator[BaseException]:
@@ -272,7 +285,7 @@ def rerun_command() -> str:
     the user), e.g. ``python -m verl_ascend train trainer.total_training_steps=3``; started by the
     console script, the command the user typed: ``verl-ascend train trainer.total_training_steps=3``.
 
-    The one spelling of it: a failure's last line (``recipe/dapo_ascend/main_dapo.py``), a stop by
+    The one spelling of it: a failure's last line (``verl_ascend/launch``), a stop by
     signal, the guardian's message for a dead driver (``lifetime``) and a Ray start that kept timing
     out (``cluster``) all name this command."""
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])

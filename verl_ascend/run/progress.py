@@ -108,3 +108,14 @@ class ProgressPrinter:
                 continue
             if "critic/score/mean" in record.get("data", {}):
                 print(f"[verl-ascend] {format_step(record, self.total_steps)}", flush=True)
+
+
+def start_printer(loggers, default_path: str, total_steps) -> "ProgressPrinter | None":
+    """With upstream's ``file`` logger among ``loggers``: the metrics file's path said once and a
+    progress line per step from it (``$VERL_FILE_LOGGER_PATH``, else ``default_path``); else None."""
+    if "file" not in loggers:
+        return None
+    path = os.environ.setdefault("VERL_FILE_LOGGER_PATH", default_path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    print(f"[verl-ascend] metrics: {path}", flush=True)
+    return ProgressPrinter(path, total_steps=total_steps).start()

@@ -116,8 +116,43 @@ def checkpoint_bytes(config: DictConfig) -> Optional[int]:
     return params * sum(BYTES_PER_PARAM.get(str(c), 0) for c in contents)
 
 
-def check_destination(config: DictConfig, run_dir: str) -> None:
-    """Checkpoint folder and run folder writable, room for one checkpoint, some checkpoint saved."""
+def check_destination(config: DictConfig) -> None:
+    """Checkpoint folder and run folder writable, room for one checkpoint, some checkpoint saved; the
+    run folder inside the output folder and the metrics file a regular file. Raises ``StartRefused``."""
+    from verl_ascend.paths import RunPaths
+
+    paths = RunPaths.of(config)
+    run_dir, out = paths.run_dir, paths.output_dir
+    if os.path.commonpath([out, os.path.abspath(run_dir)]) != out:
+        raise StartRefused(
+            f"trainer.experiment_name={config.trainer.experiment_name!r} puts the run folder at {run_dir!r}, outside "
+            f"the output folder {out!r}; accepted: a plain folder name"
+        )
+    _check_checkpoint_room(config, run_dir)
+    if paths.metrics and os.path.exists(paths.metrics) and not os.path.isfile(paths.metrics):
+        # A device or a FIFO (/dev/full, /dev/zero) is read back at resume and by the progress line: endless.
+        raise StartRefused(f"VERL_FILE_LOGGER_PATH={paths.metrics!r} is not a regular file; accepted: a file path")
+    if paths.metrics and os.path.dirname(paths.metrics) != run_dir:  # VERL_FILE_LOGGER_PATH elsewhere
+        check_writable(os.path.dirname(paths.metrics), "VERL_FILE_LOGGER_PATH")
+
+
+def register_checks() -> None:
+    """Entry point (group ``verl_ascend.checks``): ``destination_unusable``, the launch check of the run's
+    folders, a rule of the one pipeline (after ``model_unusable``: the checkpoint-size estimate reads the model)."""
+    global _destination_rule
+    from verl_ascend import checks
+    from verl_ascend.checks.pipeline import INPUTS, from_check
+
+    if _destination_rule is None:  # one rule object: registering it again is a no-op
+        _destination_rule = from_check("destination_unusable", check_destination, (StartRefused,), stage=INPUTS,
+                                       needs=("model_unusable",))
+    checks.register(_destination_rule)
+
+
+_destination_rule = None
+
+
+def _check_checkpoint_room(config: DictConfig, run_dir: str) -> None:
     trainer = config.trainer
     ckpt_root = os.path.abspath(os.path.expanduser(str(trainer.default_local_dir)))
     folder = check_writable(ckpt_root, "trainer.default_local_dir")
@@ -250,14 +285,15 @@ def history_steps(run_dir: str, files: tuple[str, ...]) -> dict[str, int]:
     return found
 
 
-def guard_history(config: DictConfig, run_dir: str, resume_step: int, why: str, files: tuple[str, ...]) -> bool:
-    """Refuse a start that resumes nothing on top of recorded steps; True = start over (allowed)."""
+def guard_history(run_dir: str, resume_step: int, why: str, files: tuple[str, ...], start_over: bool) -> bool:
+    """Refuse a start that resumes nothing on top of recorded steps; True = start over (allowed by
+    ``fault_tolerance.start_over``)."""
     if resume_step > 0:
         return False
     history = history_steps(run_dir, files)
     if not history:
         return False
-    if FaultTolerance.from_config(config).start_over:
+    if start_over:
         return True
     shown = ", ".join(f"{name} up to step {step}" for name, step in history.items())
     raise StartRefused(
@@ -268,8 +304,8 @@ def guard_history(config: DictConfig, run_dir: str, resume_step: int, why: str, 
     )
 
 
-def check_nothing_left(config: DictConfig, resume_step: int) -> None:
-    total = OmegaConf.select(config, "trainer.total_training_steps", default=None)
+def check_nothing_left(total, resume_step: int) -> None:
+    """``NothingToTrain`` when the resumed step already reaches ``trainer.total_training_steps`` (``total``)."""
     if resume_step and isinstance(total, int) and resume_step >= total:
         raise NothingToTrain(
             f"nothing to train: the checkpoint resumed from is at step {resume_step} and "

@@ -89,7 +89,7 @@ SEAMS: tuple[Seam, ...] = (
             "(verl==0.9.1)"
         ),
         test="tests/verl_ascend/run/test_warm_workers.py",
-        code="verl_ascend/run/warm_workers.py, recipe/dapo_ascend/main_dapo.py::run",
+        code="verl_ascend/run/warm_workers.py, verl_ascend/launch/__init__.py::start",
         fingerprints={
             "verl.trainer.main_ppo:run_ppo#runtime_env": "c18fc3e1e2249831",
             "verl.trainer.main_ppo:run_ppo#ray.is_initialized": "0b381e379ed4ed4f",
@@ -145,7 +145,7 @@ SEAMS: tuple[Seam, ...] = (
             "tests/verl_ascend/run/test_lifetime.py::test_after_ray_init_runs_the_hook_before_the_actor_is_created, "
             "tests/verl_ascend/run/test_lifetime_e2e.py"
         ),
-        code="verl_ascend/run/lifetime.py, verl_ascend/run/cluster.py::start_ray, recipe/dapo_ascend/main_dapo.py::run",
+        code="verl_ascend/run/lifetime.py, verl_ascend/run/cluster.py::start_ray, verl_ascend/launch/__init__.py::start",
         fingerprints={
             "verl.trainer.main_ppo:run_ppo#task_runner_class": "a8a84606ed0cdee4",
             "verl.trainer.main_ppo:run_ppo#ray.init(": "8d69aa5baf87f5ac",
@@ -164,7 +164,7 @@ SEAMS: tuple[Seam, ...] = (
             "(__ray_actor_class__, ray 2.60)"
         ),
         test="tests/verl_ascend/test_trainer_mode.py::test_the_runner_binds_the_recipe_trainers_only_inside_run",
-        code="verl_ascend/trainer_mode.py::runner_for, recipe/dapo_ascend/modes.py::runner",
+        code="verl_ascend/trainer_mode.py::runner_for, verl_ascend/launch/__init__.py::start",
         fingerprints={
             "verl.trainer.main_ppo:TaskRunnerV1.run#get_trainer_cls(": "1a68348ba6a97c4c",
             "verl.trainer.ppo.v1.trainer_base:get_trainer_cls": "a5b3ce304945430a",

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from recipe.dapo_ascend.config_utils import compose
-from recipe.dapo_ascend.doctor import main as doctor_cli
+from recipe.dapo_ascend.main_dapo import RECIPE
+from verl_ascend.launch.commands import doctor as doctor_cli
 from verl_ascend import checks
 from verl_ascend.checks import effective, rules_async
 from verl_ascend.checks.exits import OK, REFUSED
+
+compose = RECIPE.compose
 
 NO_ENV: dict[str, str] = {}
 SEPARATE = ["+pools=npu_separate_128"]  # the 32B job's preset: trainer_mode separate_async, 4 + 12 nodes, nccl

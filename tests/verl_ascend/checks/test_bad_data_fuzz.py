@@ -47,7 +47,7 @@ def _config(base, train: Path, out_dir: Path, monkeypatch, **data):
 
 
 def _refused(cfg, *needles):
-    from recipe.dapo_ascend.preflight import PreflightError, check_data
+    from verl_ascend.checks.preflight import PreflightError, check_data
 
     with pytest.raises(PreflightError) as info:
         check_data(cfg)
@@ -133,7 +133,7 @@ def test_fuzz_several_bad_rows_reports_first_and_count(base_config, good_table, 
     # The same file with the documented flag: the 5 rows are dropped, counted, and the run
     # points at a cleaned copy holding exactly the other rows, in order.
     cfg = _config(base_config, path, tmp_path, monkeypatch, skip_bad_rows=True)
-    from recipe.dapo_ascend.preflight import check_data
+    from verl_ascend.checks.preflight import check_data
 
     capsys.readouterr()
     check_data(cfg)
@@ -205,7 +205,7 @@ def test_overlong_rows_allowed_when_upstream_filters_them(base_config, good_tabl
     path = tmp_path / "long.parquet"
     pq.write_table(_with_prompt(good_table, 3, [{"role": "user", "content": " ".join("7" * 12)}]), path)
     cfg = _config(base_config, path, tmp_path, monkeypatch, filter_overlong_prompts=True)
-    from recipe.dapo_ascend.preflight import check_data
+    from verl_ascend.checks.preflight import check_data
 
     check_data(cfg)
     out = capsys.readouterr().out
@@ -226,7 +226,7 @@ def test_entry_point_refuses_with_status_2_and_writes_nothing(entry, good_table,
 def test_random_byte_flips_are_refused_or_accepted_never_crash(base_config, good_table, tmp_path, monkeypatch):
     """Flip random bytes of a valid file (seeded): the check either accepts the file or refuses
     it with a PreflightError naming it -- no other exception, no hang."""
-    from recipe.dapo_ascend.preflight import PreflightError, check_data
+    from verl_ascend.checks.preflight import PreflightError, check_data
 
     good = tmp_path / "good.parquet"
     pq.write_table(good_table, good)

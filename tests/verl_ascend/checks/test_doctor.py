@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl_ascend import checks as doctor
 from verl_ascend.checks.exits import REFUSED
 from verl_ascend.checks import rules_fsdp
 from verl_ascend.checks.effective import EffectiveValues
-from recipe.dapo_ascend.doctor import main as doctor_cli
+from verl_ascend.launch.commands import doctor as doctor_cli
+
+compose = RECIPE.compose
 
 NO_ENV: dict[str, str] = {}
 # What the CLI test clears from the real environment so the machine's shell cannot decide the verdict.

@@ -12,7 +12,12 @@ from verl_ascend.cli import commands
 REPO = Path(__file__).resolve().parents[3]
 # The module of every ``verl-ascend`` command (verl_ascend/cli.py), the table itself, and the modules that hand
 # a command its status: the CPU backend's refusal before Ray, the acceptance report's verdict.
-COMMANDS = tuple(sorted({c.target.partition(":")[0].replace(".", "/") + ".py" for c in commands()})) + (
+def _module_file(module: str) -> str:
+    path = module.replace(".", "/")
+    return f"{path}/__init__.py" if (REPO / path).is_dir() else f"{path}.py"
+
+
+COMMANDS = tuple(sorted({_module_file(c.target.partition(":")[0]) for c in commands()})) + (
     "verl_ascend/cli.py",
     "verl/cpu/patches.py",
     "verl/ascend/accept/record.py",

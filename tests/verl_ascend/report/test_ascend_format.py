@@ -185,7 +185,8 @@ def test_checklist_judges_graph_mode_from_what_vllm_is_handed(tmp_path):
     engine_kwargs.vllm.enforce_eager=true, which upstream's vLLM server spreads over rollout.enforce_eager."""
     from omegaconf import OmegaConf
 
-    from recipe.dapo_ascend.config_utils import compose
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    compose = RECIPE.compose
 
     run = tmp_path / "run"
     write_ascend_dir(run / "profile" / "agent_loop_rollout_replica_0", "h_ascend_pt", 0, KERNELS)

@@ -138,7 +138,9 @@ def entry(tiny_dir, tmp_path, monkeypatch):
     """Compose the tiny config on a copy of its data, with Ray replaced by a recording stub."""
     from hydra import compose, initialize_config_dir
 
-    from recipe.dapo_ascend import main_dapo
+    from recipe.dapo_ascend.main_dapo import RECIPE
+
+    from verl_ascend import launch
 
     train = tmp_path / "train.parquet"
     shutil.copy(tiny_dir / "data" / "train.parquet", train)
@@ -149,14 +151,14 @@ def entry(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(RunLock, "held", [])
     monkeypatch.setattr(RunLock, "locked", {})
     started = []
-    monkeypatch.setattr(main_dapo, "run", lambda config: started.append(dict(os.environ)))
+    monkeypatch.setattr(launch, "start", lambda recipe, config: started.append(dict(os.environ)))
 
     def start(*overrides):
         with initialize_config_dir(config_dir=str(REPO / "recipe" / "dapo_ascend" / "config"), version_base=None):
             cfg = compose(config_name="dapo_tiny_cpu", overrides=[f"tiny_dir={tiny_dir}", *overrides])
         with open_dict(cfg):
             cfg.data.train_files = str(train)
-        return main_dapo.main_with_config(cfg)
+        return launch.launch(RECIPE, cfg)
 
     yield start, train, out, started
     for fd in RunLock.held:

@@ -78,15 +78,16 @@ def test_the_error_survives_ray_and_the_driver_prints_one_line(tmp_path):
 
 
 def test_main_returns_1_with_the_message(tmp_path, monkeypatch, capsys):
-    from recipe.dapo_ascend import main_dapo
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    from verl_ascend import launch
 
-    def failing_run(config):
+    def failing_run(recipe, config):
         raise files.RunFileError(errno.ENOSPC, "No space left on device", "/runs/exp/metrics.jsonl")
 
-    monkeypatch.setattr(main_dapo, "prepare", lambda config: None)
-    monkeypatch.setattr(main_dapo, "run", failing_run)
+    monkeypatch.setattr(launch, "prepare", lambda recipe, config, device: None)
+    monkeypatch.setattr(launch, "start", failing_run)
     monkeypatch.delenv("DRY_RUN", raising=False)
-    assert main_dapo.main_with_config(OmegaConf.create({})) == 1
+    assert launch.launch(RECIPE, OmegaConf.create({})) == 1
     err = capsys.readouterr().err
     assert err.startswith(
         "[verl-ascend] error: cannot write /runs/exp/metrics.jsonl: errno 28 (ENOSPC: No space left on device); the "

@@ -240,10 +240,9 @@ def test_start_over_keeps_every_earlier_record(tmp_path, monkeypatch):
     })
     plan = checkpoints.plan_resume(config)
     with pytest.raises(run_guard.StartRefused, match="up to step 2"):
-        run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES)
+        run_guard.guard_history(plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, False)
     assert all((run_dir / n).read_text().count("\n") == 2 for n in files.HISTORY_FILES)
-    config.fault_tolerance.start_over = True
-    assert run_guard.guard_history(config, plan.run_dir, plan.step, plan.why, files.HISTORY_FILES)
+    assert run_guard.guard_history(plan.run_dir, plan.step, plan.why, files.HISTORY_FILES, True)
     assert checkpoints.prepare_run(config, plan) == 0
     for name in files.HISTORY_FILES:  # metrics, prompt ledger and rollout-group ledger alike
         assert (run_dir / name).read_text() == ""

@@ -214,16 +214,17 @@ def recipe_config(site):
 
 
 def test_main_prints_one_last_line_and_exits_1(recipe_config, monkeypatch, capsys):
-    from recipe.dapo_ascend import main_dapo
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    from verl_ascend import launch
 
     config, root = recipe_config
     died = _ray_hops(_actor_died("Worker exit type: SYSTEM_ERROR Worker exit detail: connection error code 2."), "TaskRunner.run")
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", os.path.join(root))
-    monkeypatch.setattr(main_dapo, "prepare", lambda config: None)
-    monkeypatch.setattr(main_dapo, "run", lambda config: (_ for _ in ()).throw(died))
+    monkeypatch.setattr(launch, "prepare", lambda recipe, config, device: None)
+    monkeypatch.setattr(launch, "start", lambda recipe, config: (_ for _ in ()).throw(died))
     monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "verl_ascend", "train", "trainer.total_training_steps=3", "data.path=a b"])
     monkeypatch.delenv("DRY_RUN", raising=False)
-    assert main_dapo.main_with_config(config) == 1
+    assert launch.launch(RECIPE, config) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("[verl-ascend] error: Ray actor WorkerDict (pid 4242, node 10.0.0.7) died")
@@ -232,15 +233,16 @@ def test_main_prints_one_last_line_and_exits_1(recipe_config, monkeypatch, capsy
 
 
 def test_main_prints_the_traceback_of_an_unnamed_fault_then_the_line(recipe_config, monkeypatch, capsys):
-    from recipe.dapo_ascend import main_dapo
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    from verl_ascend import launch
 
     config, root = recipe_config
     marker = f"unnamed-{uuid.uuid4().hex}"
     monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", root)
-    monkeypatch.setattr(main_dapo, "prepare", lambda config: None)
-    monkeypatch.setattr(main_dapo, "run", lambda config: (_ for _ in ()).throw(KeyError(marker)))
+    monkeypatch.setattr(launch, "prepare", lambda recipe, config, device: None)
+    monkeypatch.setattr(launch, "start", lambda recipe, config: (_ for _ in ()).throw(KeyError(marker)))
     monkeypatch.delenv("DRY_RUN", raising=False)
-    assert main_dapo.main_with_config(config) == 1
+    assert launch.launch(RECIPE, config) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0] == "Traceback (most recent call last):"
     assert lines[-1].startswith(f"[verl-ascend] error: the run stopped: KeyError: '{marker}'. Kept: ")

@@ -48,10 +48,10 @@ def test_the_demo_asks_for_seven_warm_workers_and_the_tests_config_for_none():
 def test_plan_gives_the_workers_exactly_run_ppos_environment_and_preloads_verl():
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
-    from recipe.dapo_ascend.preflight import platform_defaults
+    from verl_ascend.device import device_hooks
 
     config = _config("+ray_kwargs.ray_init.runtime_env.env_vars.VERL_ASCEND_WARM_PROBE=on")
-    platform_defaults(config)  # as the launch does before warm_workers.start: the CPU platform sizes num_gpus
+    device_hooks("cpu").prepare_config(config)  # as the launch does before warm_workers.start: the CPU platform sizes num_gpus
     plan = warm_workers.plan(config, 7)
     assert plan.skipped is None
     upstream = get_ppo_ray_runtime_env(config)["env_vars"]

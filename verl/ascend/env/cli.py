@@ -2,7 +2,7 @@
 
 Composes a recipe's Hydra config with the given overrides (the toolkit's one composer,
 ``verl_ascend.run.config_utils``; without ``--config-dir``, the folder and base config a recipe
-declares through the entry-point group ``verl_ascend.configs``: ``dapo_base`` of the DAPO recipe),
+declares through the entry-point group ``verl_ascend.recipes``: ``dapo_base`` of the DAPO recipe),
 resolves the NPU runtime-environment profile (:mod:`verl.ascend.env.profile`) against this shell's
 environment, and prints one ``VAR=value  # [roles] reason`` line per variable (two when train and
 rollout differ). The output is valid shell. Warnings go to stderr.
@@ -22,7 +22,7 @@ from pathlib import Path
 from verl.ascend.env.profile import evaluate_env_profile
 from verl_ascend.checks.exits import OK, REFUSED
 from verl_ascend.cli import parser
-from verl_ascend.run.config_utils import ConfigError, compose, registered_folder
+from verl_ascend.run.config_utils import compose
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,13 +41,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _config_of(args) -> tuple[str, list[str], Path]:
+    """(config name, overrides, folder): what is not given comes from the installed recipe's declaration."""
+    if args.config_dir is not None and args.config_name is not None:
+        return args.config_name, args.overrides, args.config_dir
+    from verl_ascend.launch import registered_recipe
+
+    recipe = registered_recipe()
+    return args.config_name or recipe.base_config, args.overrides, args.config_dir or recipe.config_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        folder = registered_folder() if args.config_dir is None or args.config_name is None else None
-        config_dir = args.config_dir or folder.path
-        config = compose(args.config_name or folder.base, args.overrides, config_dir)
-    except ConfigError as e:
+        config = compose(*_config_of(args))
+    except ValueError as e:  # ConfigError, or not exactly one recipe installed
         print(f"error: {e}", file=sys.stderr)
         return REFUSED
     profile, errors = evaluate_env_profile(config)

@@ -1,0 +1,140 @@
+"""``verl-ascend doctor`` and ``verl-ascend dry-run``: judge a recipe's config and start nothing.
+
+Why here: both run the one validation pipeline (``verl_ascend.checks.validate``) on a config the
+installed recipe composes (``verl_ascend.launch.Recipe``), and a second recipe gets them unchanged. They
+reach the launch's verdict on the same config (the launch adds the rules that read the run's files);
+the dry run also prints what the job would run with, from the same composed config: the whole config
+with interpolations resolved, the effective settings where upstream consumes them (given the device's
+env profile), what the device adds to each process (``DeviceHooks.dry_run_lines``: on an NPU the env
+profile per role and the pools), then the findings. Neither imports Ray-starting code or touches a device, so both run on any CPU
+machine (and in CI). Without ``--config-name`` both compose the recipe's default config, the one
+``verl-ascend train`` runs (the DAPO recipe's: the CPU demo ``dapo_tiny_cpu``).
+
+Exit status, the checks' one table (``verl_ascend.checks.exits``): 0 accepted, 2 refused (a blocking
+finding, a config that cannot be composed, upstream's old reward keys), 1 the command itself failed.
+``VERL_ASCEND_DOCTOR_STRICT=1`` (or ``doctor.strict``, or the doctor's ``--strict``) makes warnings refuse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_ascend import checks
+from verl_ascend.checks.exits import OK, REFUSED
+
+EXAMPLES = {
+    "doctor": "verl-ascend doctor --config-name dapo_qwen25_32b_npu data.max_response_length=1234",
+    "dry-run": "verl-ascend dry-run --config-name dapo_qwen25_32b_npu trainer.nnodes=16",
+}
+
+
+def _parser(command: str, description: str, recipe) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"verl-ascend {command}", description=description,
+        epilog=f"example: {EXAMPLES[command]}\n{checks.STRICT_ENV}=1 makes warnings refuse; "
+               f"{checks.IGNORE_ENV}=rule_a,rule_b downgrades those rules to notes.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config-name", default=recipe.default_config,
+                        help=f"recipe config to compose (default {recipe.default_config}, the one train runs)")
+    parser.add_argument("--config-dir", default=None, help="folder holding the config (default: the recipe's config/)")
+    parser.add_argument("overrides", nargs="*", help="upstream-style Hydra overrides, e.g. data.max_response_length=1234")
+    return parser
+
+
+def _compose(args, report_to: TextIO) -> DictConfig | None:
+    """The config the arguments name; None once its refusal is printed (legacy keys: the one report
+    of every culprit, to ``report_to``; a config that does not compose: the error)."""
+    from verl_ascend.run.config_utils import ConfigError, compose, legacy_report
+
+    report = legacy_report(args.config_dir, args.config_name, args.overrides)
+    if report is not None:  # upstream's old reward keys: every culprit in one report
+        print(report, file=report_to)
+        print("error: legacy reward keys (see the report above)", file=sys.stderr)
+        return None
+    try:
+        return compose(args.config_name, args.overrides, args.config_dir)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def _recipe(recipe):
+    from verl_ascend.launch.recipe import registered_recipe
+
+    return recipe or registered_recipe()
+
+
+def doctor(argv: Sequence[str] | None = None, recipe=None) -> int:
+    """``verl-ascend doctor [--config-name NAME] [--config-dir DIR] [--strict] [overrides...]``."""
+    recipe = _recipe(recipe)
+    parser = _parser("doctor", "Check a config: every finding of the checks and the verdict; starts nothing.", recipe)
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    args = parser.parse_args(argv)
+    args.config_dir = args.config_dir or recipe.config_dir
+    config = _compose(args, sys.stdout)
+    if config is None:
+        return REFUSED
+    try:
+        strict = args.strict or checks.strict_of(config)
+    except ValueError as exc:  # an unreadable VERL_ASCEND_DOCTOR_STRICT / doctor.strict
+        print(f"error: {exc}", file=sys.stderr)
+        return REFUSED
+    findings = checks.validate(config)
+    print(checks.format_report(findings, strict))
+    return _verdict(findings, strict)
+
+
+def dry_run_cli(argv: Sequence[str] | None = None, recipe=None) -> int:
+    """``verl-ascend dry-run [--config-name NAME] [overrides...]``: what ``DRY_RUN=1 verl-ascend train`` prints."""
+    recipe = _recipe(recipe)
+    args = _parser("dry-run", "Print the composed config, effective settings, device environment and the checks' "
+                   "verdict; starts nothing.", recipe).parse_args(argv)
+    args.config_dir = args.config_dir or recipe.config_dir
+    config = _compose(args, sys.stderr)
+    return REFUSED if config is None else dry_run(config)
+
+
+def dry_run(config: DictConfig, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    """Print config, device sections and verdict to ``out``; return the exit status (never starts anything)."""
+    from verl_ascend.checks import effective
+    from verl_ascend.device import device_hooks
+
+    device = device_hooks(str(OmegaConf.select(config, "trainer.device") or "cpu"))
+    environ = dict(os.environ if environ is None else environ)
+    out = out or sys.stdout
+    with device.evaluated_once():  # the device's sections and the checks read one evaluation
+        strict = checks.strict_of(config, environ)
+        lines = ["# ===== verl-ascend dry run: composed config (upstream verl 0.9.1 + recipe) =====",
+                 render_config(config).rstrip(),
+                 "# ===== effective settings (values where upstream verl consumes them) =====",
+                 *effective.render(config, device.env_profile(config, environ)),
+                 *device.dry_run_lines(config, environ)]
+        findings = checks.validate(config, environ)
+    lines += ["# ===== config doctor =====", checks.format_report(findings, strict),
+              "# dry run: nothing started (no Ray, no devices)"]
+    print("\n".join(lines), file=out, flush=True)
+    return _verdict(findings, strict)
+
+
+def render_config(config: DictConfig) -> str:
+    """The config as YAML, interpolations resolved so overrides show where they land."""
+    try:
+        return OmegaConf.to_yaml(config, resolve=True)
+    except Exception as exc:  # an unresolvable interpolation must not hide the rest
+        return f"# (interpolations left unresolved: {exc})\n" + OmegaConf.to_yaml(config, resolve=False)
+
+
+def _verdict(findings, strict: bool) -> int:
+    """``OK``, or ``REFUSED`` with the blocking findings on stderr."""
+    refused = checks.refusal(findings, strict)
+    if refused is None:
+        return OK
+    print(str(refused), file=sys.stderr, flush=True)
+    return REFUSED
