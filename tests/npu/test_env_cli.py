@@ -88,7 +88,7 @@ def test_bad_value_is_refused_naming_the_key(clean_env, capsys):
 
 @pytest.mark.parametrize(("host", "rollout_line"), [("x86_64", "CPU_AFFINITY_CONF=1"), ("aarch64", "CPU_AFFINITY_CONF=0")])
 def test_dry_run_prints_the_rollout_binding_for_the_host_cpu(clean_env, host, rollout_line):
-    """DRY_RUN's env section (recipe.dapo_ascend.dry_run): the rollout role's line carries the evidence."""
+    """DRY_RUN's env section (verl/ascend/env/dry_run.py): the rollout role's line carries the evidence."""
     import io
 
     from verl_ascend.launch import commands

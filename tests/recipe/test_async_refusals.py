@@ -125,12 +125,12 @@ def _refused_at_launch(entry, tmp_path, overrides, needles) -> str:
 def test_sampler_and_engine_values_are_refused_by_the_npu_dry_run(mode, group, capsys):
     import io
 
-    from recipe.dapo_ascend import dry_run
-    from recipe.dapo_ascend.config_utils import compose
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    from verl_ascend.launch.commands import dry_run
 
     overrides, needles = BAD_VALUES[group]
     out = io.StringIO()
-    code = dry_run.main(compose("dapo_qwen25_32b_npu", [*NPU_MODES[mode], *overrides]), environ={}, out=out)
+    code = dry_run(RECIPE.compose("dapo_qwen25_32b_npu", [*NPU_MODES[mode], *overrides]), environ={}, out=out)
     text = out.getvalue() + capsys.readouterr().err
     assert code == 2 and "trainer:\n" in text  # the composed config printed: trainer.device=npu
     missing = [n for n in needles if n not in text]

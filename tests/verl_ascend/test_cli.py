@@ -91,7 +91,8 @@ def old_entry_points(rows=ROWS, repo: Path = REPO) -> list[str]:
     found = []
     for row in rows:
         module = row.target.partition(":")[0]
-        path = repo.joinpath(*module.split(".")).with_suffix(".py")
+        path = repo.joinpath(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
         found += [f"{row.name}: target {module} is a __main__ module"] if path.stem == "__main__" else []
         found += [f"{row.name}: {where} runs it as a script" for where in _main_entries(path, repo)]
         package_main = path.parent / "__main__.py"

@@ -215,15 +215,17 @@ HYDRA_QUIET = {
     "hydra.output_subdir": "hydra.output_subdir=null",
     "hydra/job_logging": "hydra/job_logging=stdout",
 }
-TRAIN_HELP = """usage: verl-ascend train [--config-name NAME] [hydra overrides...]
+def _train_help(recipe: Recipe) -> str:
+    """``verl-ascend train --help``: Hydra parses the real arguments; this parser only explains them."""
+    from verl_ascend.cli import parser
 
-Train with the installed recipe: Hydra composes the recipe's config on upstream's ppo_trainer, every
-upstream-style override works; DRY_RUN=1 prints and judges instead (same as verl-ascend dry-run).
-Default config: {default} (doctor and dry-run default to it too). Exit status: 0 done, 2 refused before Ray, 1 failed.
-
-example:
-  verl-ascend train --config-name dapo_tiny_cpu trainer.total_training_steps=3
-"""
+    p = parser("train", "Train with the installed recipe: Hydra composes the recipe's config on upstream's ppo_trainer "
+               "and every upstream-style override works; DRY_RUN=1 prints and judges instead (as verl-ascend dry-run). "
+               f"Default config: {recipe.default_config} (doctor and dry-run default to it too).",
+               ["DRY_RUN=1 verl-ascend train --config-name dapo_qwen25_32b_npu"])
+    p.add_argument("--config-name", metavar="NAME", help=f"the recipe's config (default {recipe.default_config})")
+    p.add_argument("overrides", nargs="*", help="upstream-style Hydra overrides, e.g. data.max_response_length=1234")
+    return p.format_help()
 
 
 def hydra_args(argv: list[str]) -> list[str]:
@@ -241,7 +243,7 @@ def train(argv: list[str] | None = None, recipe: Recipe | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     recipe = recipe or registered_recipe()
     if argv[:1] in (["-h"], ["--help"]):
-        print(TRAIN_HELP.format(default=recipe.default_config))
+        print(_train_help(recipe).rstrip())
         return exits.OK
     report = legacy_report(recipe.config_dir, *split_argv(argv, recipe.default_config))
     if report:  # Hydra's own error would suggest a '+' prefix: the wrong fix

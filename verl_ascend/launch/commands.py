@@ -28,19 +28,18 @@ from omegaconf import DictConfig, OmegaConf
 from verl_ascend import checks
 from verl_ascend.checks.exits import OK, REFUSED
 
-EXAMPLES = {
-    "doctor": "verl-ascend doctor --config-name dapo_qwen25_32b_npu data.max_response_length=1234",
+EXAMPLES = {  # beside each row's own example in verl_ascend/cli.py
+    "doctor": "verl-ascend doctor --config-name dapo_demo_cpu --strict",
     "dry-run": "verl-ascend dry-run --config-name dapo_qwen25_32b_npu trainer.nnodes=16",
 }
 
 
 def _parser(command: str, description: str, recipe) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=f"verl-ascend {command}", description=description,
-        epilog=f"example: {EXAMPLES[command]}\n{checks.STRICT_ENV}=1 makes warnings refuse; "
-               f"{checks.IGNORE_ENV}=rule_a,rule_b downgrades those rules to notes.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    from verl_ascend.cli import parser as cli_parser
+
+    description += (f"\n{checks.STRICT_ENV}=1 makes warnings refuse; {checks.IGNORE_ENV}=rule_a,rule_b downgrades "
+                    "those rules to notes.")
+    parser = cli_parser(command, description, [EXAMPLES[command]])
     parser.add_argument("--config-name", default=recipe.default_config,
                         help=f"recipe config to compose (default {recipe.default_config}, the one train runs)")
     parser.add_argument("--config-dir", default=None, help="folder holding the config (default: the recipe's config/)")

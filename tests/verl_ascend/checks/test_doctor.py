@@ -147,17 +147,16 @@ def test_ref_switches_only_when_the_ref_runs(npu):
 
 def test_legacy_keys_and_the_doctor_in_one_report(capsys):
     """The legacy-key message and every other culprit in one report, not one per try."""
-    from recipe.dapo_ascend.config_utils import legacy_report
-    from recipe.dapo_ascend.main_dapo import _config_name
+    from verl_ascend.run.config_utils import legacy_report, split_argv
 
     argv = ["--config-name", "dapo_qwen25_32b_npu", "reward_model.overlong_buffer.len=8",
             "actor_rollout_ref.actor.grad_clip=0.5", "hydra.run.dir=."]
-    assert _config_name(argv) == ("dapo_qwen25_32b_npu", argv[2:4])
-    report = legacy_report(*_config_name(argv))
+    assert split_argv(argv, RECIPE.default_config) == ("dapo_qwen25_32b_npu", argv[2:4])
+    report = legacy_report(RECIPE.config_dir, *split_argv(argv, RECIPE.default_config))
     assert "reward_model.overlong_buffer.len -> reward.reward_kwargs.overlong_buffer_cfg.len" in report
     assert "switch_not_reaching_consumer" in report and "REFUSED (2 error(s)" in report
-    assert legacy_report("dapo_qwen25_32b_npu", ["actor_rollout_ref.actor.grad_clip=0.5"]) is None  # the normal path
-    assert doctor_cli(argv[2:4]) == 2  # the doctor's command line: the same one report
+    assert legacy_report(RECIPE.config_dir, "dapo_qwen25_32b_npu", ["actor_rollout_ref.actor.grad_clip=0.5"]) is None  # the normal path
+    assert doctor_cli(argv[:4]) == 2  # the doctor's command line: the same one report
     assert "switch_not_reaching_consumer" in capsys.readouterr().out
 
 

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from recipe.dapo_ascend.config_utils import compose
+from recipe.dapo_ascend.main_dapo import RECIPE
 from verl_ascend import checks
 from verl_ascend.checks import engine_modules, rules_async, rules_sampler
+
+compose = RECIPE.compose
 
 NO_ENV: dict[str, str] = {}
 GROUP_FREE = {"gae", "reinforce_plus_plus", "remax"}  # upstream's estimators that need no group
