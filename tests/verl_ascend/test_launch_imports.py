@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# Measured when the launch became one toolkit call (issue 35): 90, of which 28 are loaded by ``import verl``
-# in every process (the plugins and every home's seam rows), about 40 by the checks (every rule, the Ascend
-# env profile they evaluate) and 13 by the run machinery. Issue 35 asks for 35: lower it when one of those
-# loads less, never raise it to let a change pass.
-CEILING = 90
+# Measured (issue 35): 88 before the launch became one toolkit call, 94 after it with the trainer-mode home, the
+# command table and the sampler rules; 82 once the Ascend env profile stopped loading for CPU jobs. Of those, 28
+# are loaded by ``import verl`` in every process (the plugins and every home's seam rows), about 35 by the checks
+# (every rule) and 13 by the run machinery. Issue 35 asks for 35: lower it when one of those loads less, never
+# raise it to let a change pass.
+CEILING = 82
 RECORD = """
 import json, os, sys
 from verl_ascend.run import cluster
@@ -46,4 +47,5 @@ def test_the_driver_imports_at_most_the_ceiling_before_ray(tiny_dir, tmp_path):
     assert lines, f"the launch stopped before Ray (exit {run.returncode}): {run.stderr[-3000:]}"
     names = json.loads(lines[0][len("MODULES "):])
     assert "recipe.dapo_ascend.trainer" not in names  # the trainer is Ray's to import, in the task runner
+    print(f"{len(names)} modules before Ray")
     assert len(names) <= CEILING, f"{len(names)} modules before Ray (ceiling {CEILING}): {names}"

@@ -22,6 +22,10 @@ _WARNING_ID = re.compile(r"^\[(?P<rule>[A-Za-z0-9_]+)\]\s*(?P<message>.*)$", re.
 
 
 def env_conflicts(view: ConfigView) -> Iterator[Finding]:
+    """The NPU runtime-environment profile's conflicts, warnings and notes: an NPU job's only (a CPU job
+    receives none of its variables, so its table is not even loaded there)."""
+    if view.get("trainer.device") != "npu":
+        return
     try:
         from verl.ascend.env import profile as env_profile
     except ImportError as exc:
