@@ -115,10 +115,12 @@ def dry_run(config: DictConfig, environ: Mapping[str, str] | None = None, out: T
                  "# ===== effective settings (values where upstream verl consumes them) =====",
                  *effective.render(config, device.env_profile(config, environ)),
                  *device.dry_run_lines(config, environ)]
+        # printed before the checks run: upstream's validate_config prints to stdout too, and a script that
+        # reads the YAML off the top of this output must find it first
+        print("\n".join(lines), file=out, flush=True)
         findings = checks.validate(config, environ)
-    lines += ["# ===== config doctor =====", checks.format_report(findings, strict),
-              "# dry run: nothing started (no Ray, no devices)"]
-    print("\n".join(lines), file=out, flush=True)
+    print("\n".join(["# ===== config doctor =====", checks.format_report(findings, strict),
+                     "# dry run: nothing started (no Ray, no devices)"]), file=out, flush=True)
     return _verdict(findings, strict)
 
 
