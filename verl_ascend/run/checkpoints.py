@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from verl_ascend import trainer_mode
 from verl_ascend.paths import RunPaths
 from verl_ascend.run.data_order import ENV_FRESH_DATA_ORDER, record_data_order
 from verl_ascend.run.files import (  # file_checksum: re-exported, the resume's digest of each file
@@ -61,6 +62,7 @@ from verl_ascend.run.files import (  # file_checksum: re-exported, the resume's 
 from verl_ascend.run.run_guard import StartRefused
 
 MARKER = "verl_ascend_complete.json"
+MODE_FIELD = "trainer_mode"  # in the marker: the trainer mode the checkpoint was written in
 TRACKER = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 INCOMPLETE_SUFFIX = ".incomplete"
@@ -320,6 +322,7 @@ class Plan:
     data_order: Optional[dict] = None  # data_order.plan_data_order's decision
     folders: tuple[str, ...] = ()  # run folder and checkpoint folder: locked once the start commits
     start_over: bool = False  # fault_tolerance.start_over on top of recorded history
+    checkpoint: Optional[str] = None  # the folder resumed (None = from scratch)
 
 
 def run_paths(config) -> tuple[str, str]:
@@ -348,6 +351,7 @@ def plan_start(config) -> Plan:
     options = FaultTolerance.from_config(config)
     plan = plan_resume(config)
     plan.folders = run_paths(config)
+    check_trainer_mode(config, plan, options.start_over)
     plan.start_over = run_guard.guard_history(plan.run_dir, plan.step, plan.why, HISTORY_FILES, options.start_over)
     run_guard.check_nothing_left(config.trainer.get("total_training_steps"), plan.step)
     plan.data_order = data_order.plan_data_order(config, plan.step, plan.run_dir, options.new_data_order)
@@ -390,11 +394,11 @@ def plan_resume(config) -> Plan:
         if why is not None:
             raise StartRefused(f"trainer.resume_from_path={path!r} is not a complete checkpoint: {why}")
         unproven = "" if marked else f" (no {MARKER}: its files exist, their contents are not proven)"
-        plan.step, plan.why = step, f"trainer.resume_from_path={path}{unproven}"
+        plan.step, plan.why, plan.checkpoint = step, f"trainer.resume_from_path={path}{unproven}", path
     else:
         plan.selection = select_checkpoint(root)
         refuse_meaningless_tracker(root, plan.selection)
-        plan.step = plan.selection.step
+        plan.step, plan.checkpoint = plan.selection.step, plan.selection.path
         if plan.step:
             plan.why = f"resuming after step {plan.step} from {plan.selection.path}"
         elif plan.selection.rejected:
@@ -403,6 +407,59 @@ def plan_resume(config) -> Plan:
         else:
             plan.why = f"no checkpoint in trainer.default_local_dir={root}"
     return plan
+
+
+# What upstream's V1 trainers (verl 0.9.1, trainer_base.py _save_checkpoint/_load_checkpoint) keep in a
+# checkpoint beyond actor/ and data.pt: the async modes write transfer_queue/ (prompts taken from the
+# dataloader but not yet trained into these weights, re-issued on resume); sync writes and reads none.
+_ASYNC_TO_SYNC = ("it holds transfer_queue/, the prompts the async trainer had taken from the dataloader but not yet "
+                  "trained; sync never reads it, and its data.pt position is already past them: those prompts would be "
+                  "skipped")
+_SYNC_TO_ASYNC = ("sync writes no transfer_queue/, which the async trainer reads back on resume: it would start with "
+                  "an empty queue, and the run's steps would mix on-policy and off-policy training")
+_ASYNC_TO_ASYNC = ("both write transfer_queue/, but its prompts were queued under the other mode's placement and "
+                   "weight sync: the run's steps would mix two trainers' schedules")
+
+
+def recorded_mode(folder: str) -> Optional[str]:
+    """The trainer mode a checkpoint was written in, from its marker (``RunJournal`` records it);
+    None when unknown (no marker, or a marker written before the mode was recorded)."""
+    marker, _ = read_marker(folder)
+    mode = marker.get(MODE_FIELD) if marker else None
+    return str(mode) if mode is not None else None
+
+
+def check_trainer_mode(config, plan: Plan, start_over: bool) -> None:
+    """Read-only, before Ray: a resume in another ``trainer.v1.trainer_mode`` than its checkpoint's is refused,
+    naming both modes and what upstream's trainers keep differently. With ``resume_mode=auto`` and
+    ``fault_tolerance.start_over=true`` the plan becomes a start from step 1 in the new mode instead."""
+    if not plan.step or not plan.checkpoint:
+        return
+    wanted, written = trainer_mode.mode_of(config), recorded_mode(plan.checkpoint)
+    if written is None:
+        _log(f"{os.path.basename(plan.checkpoint)} records no trainer mode (written before verl-ascend recorded it): "
+             f"resumed in {wanted} unchecked")
+        return
+    if written == wanted:
+        return
+    auto = plan.selection is not None
+    if auto and start_over:
+        plan.why = (f"{trainer_mode.KEY}={wanted} and fault_tolerance.start_over=true over checkpoints written in "
+                    f"{written} ({TRACKER} set aside, the checkpoints kept)")
+        plan.step, plan.checkpoint = 0, None
+        plan.selection = Selection(0, None, plan.selection.rejected, plan.selection.tracker_step,
+                                   plan.selection.tracker_problem)
+        return
+    differs = _SYNC_TO_ASYNC if written == trainer_mode.SYNC else _ASYNC_TO_SYNC if wanted == trainer_mode.SYNC \
+        else _ASYNC_TO_ASYNC
+    other = (f"fault_tolerance.start_over=true to train {wanted} from step 1 in this folder (earlier records go to "
+             "dated side files, the checkpoints stay)" if auto else
+             "trainer.resume_from_path naming a checkpoint written in this mode")
+    raise StartRefused(
+        f"{trainer_mode.KEY}={wanted}, but the checkpoint this start would resume ({plan.checkpoint}) was written in "
+        f"{written} (recorded in its {MARKER}): {differs}. Accepted: {trainer_mode.KEY}={written} to resume it, "
+        f"{other}, or a new trainer.experiment_name. Nothing was changed on disk"
+    )
 
 
 def refuse_meaningless_tracker(root: str, selection: Selection) -> None:
@@ -449,6 +506,7 @@ def prepare_run(config, plan: Plan) -> int:
             _log(f"{TRACKER} is {selection.tracker_problem}")
     _log(plan.why if step else f"training starts from step 1: {plan.why}")
     record["resume_step"] = step
+    record["trainer_mode"] = trainer_mode.mode_of(config)
 
     # Metrics, the prompt ledger and the rollout-group ledger describe the run as if it had never
     # stopped: records of steps that will be trained again move to a dated side file, the
