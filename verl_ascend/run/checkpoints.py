@@ -36,6 +36,7 @@ what was picked and why), ``*.trimmed-<time>.jsonl`` (records a resume removed),
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -62,6 +63,7 @@ from verl_ascend.run.files import (  # file_checksum: re-exported, the resume's 
 from verl_ascend.run.run_guard import StartRefused
 
 MARKER = "verl_ascend_complete.json"
+SELF_CHECKSUM = "marker_sha256"  # in the marker: the digest of its own record
 MODE_FIELD = "trainer_mode"  # in the marker: the trainer mode the checkpoint was written in
 TRACKER = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
@@ -137,8 +139,32 @@ def write_marker(folder: str, step: int, extra: Optional[dict] = None) -> dict:
         "time": time.time(),
         **(extra or {}),
     }
+    marker[SELF_CHECKSUM] = marker_digest(marker)
     write_atomic(os.path.join(folder, MARKER), json.dumps(marker, indent=1).encode())
     return marker
+
+
+def marker_digest(marker: dict) -> str:
+    """SHA-256 of the marker's own record (every field but this digest): a marker edited or damaged after it
+    was written is told apart from a shard whose content changed."""
+    record = {k: v for k, v in marker.items() if k != SELF_CHECKSUM}
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def marker_fault(marker: dict) -> Optional[str]:
+    """Why the marker's own record cannot be trusted (None when it can): its self-checksum does not match
+    (markers written before it was kept have none), or a recorded digest is not one of its algorithm."""
+    recorded = marker.get(SELF_CHECKSUM)
+    if recorded is not None and recorded != marker_digest(marker):
+        return f"{MARKER} itself was changed after it was written (its {SELF_CHECKSUM} does not match its record)"
+    algorithm = marker.get("checksum", CHECKSUM)
+    if algorithm not in hashlib.algorithms_available:
+        return f"{MARKER} names an unknown checksum algorithm {algorithm!r}"
+    width = hashlib.new(algorithm).digest_size * 2
+    for rel, digest in (marker.get("checksums") or {}).items():
+        if not (isinstance(digest, str) and len(digest) == width and all(c in "0123456789abcdef" for c in digest)):
+            return f"{MARKER} records {digest!r} as the {algorithm} checksum of {rel}, which is no {algorithm} digest"
+    return None
 
 
 def remove_marker(folder: str) -> None:
@@ -169,6 +195,9 @@ def verify_marked(folder: str, step: int, content: bool = False) -> Optional[str
     marker, why = read_marker(folder)
     if marker is None:
         return why
+    fault = marker_fault(marker)
+    if fault is not None:
+        return f"{fault}: the marker is damaged, not proven to be the shards' (they were not judged)"
     files, marked_step = marker["files"], int(marker["step"])
     if marked_step != step:
         return f"{MARKER} names step {marked_step}, not {step}"
@@ -195,7 +224,8 @@ def verify_content(folder: str, marker: dict) -> Optional[str]:
         return f"cannot read for its checksum ({exc})"
     for rel, digest in expected.items():
         if actual[rel] != digest:
-            return f"{rel} does not match its {marker.get('checksum', CHECKSUM)} checksum (same size, different content)"
+            return (f"{rel} does not match its {marker.get('checksum', CHECKSUM)} checksum recorded in {MARKER} "
+                    "(same size, different content: the shard changed after the marker was written)")
     return None
 
 
