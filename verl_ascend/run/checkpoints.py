@@ -381,6 +381,7 @@ def plan_start(config) -> Plan:
     options = FaultTolerance.from_config(config)
     plan = plan_resume(config)
     plan.folders = run_paths(config)
+    refuse_tracker_behind(plan, options.start_over)
     check_trainer_mode(config, plan, options.start_over)
     plan.start_over = run_guard.guard_history(plan.run_dir, plan.step, plan.why, HISTORY_FILES, options.start_over)
     run_guard.check_nothing_left(config.trainer.get("total_training_steps"), plan.step)
@@ -504,6 +505,29 @@ def refuse_meaningless_tracker(root: str, selection: Selection) -> None:
         f"{os.path.join(root, TRACKER)} reads {step}, which names no checkpoint (steps start at 1); complete "
         f"checkpoints in trainer.default_local_dir: {shown}. Accepted: the step of the checkpoint to resume from "
         f"in that file (e.g. {complete[-1] if complete else 1}), or remove the file to resume from the newest complete one"
+    )
+
+
+def refuse_tracker_behind(plan: Plan, start_over: bool) -> None:
+    """A tracker naming a step that is no complete checkpoint, with complete ones after it (``1`` with 2/4/6):
+    upstream resumes only the step that file names, so this start would resume nothing and train from
+    step 1. Refused unless ``fault_tolerance.start_over=true``, offering the fix that keeps the work first."""
+    selection, root = plan.selection, plan.checkpoint_dir
+    if selection is None or plan.step or start_over or selection.tracker_step is None or selection.tracker_step < 1:
+        return
+    step = selection.tracker_step
+    after = [s for s in sorted(step_dirs(root)) if s > step and s not in selection.rejected]
+    if not after:
+        return
+    tracker = os.path.join(root, TRACKER)
+    shown = ", ".join(f"global_step_{s}" for s in after)
+    raise StartRefused(
+        f"{tracker} reads {step}, but global_step_{step} is no complete checkpoint "
+        f"({selection.rejected.get(step, 'absent')}) while complete checkpoints follow it in trainer.default_local_dir: "
+        f"{shown}; this start would resume nothing and train from step 1. Accepted: the step to resume from in that "
+        f"file (e.g. `echo {after[-1]} > {tracker}` resumes after step {after[-1]}), or remove the file to resume from "
+        "the newest complete one; fault_tolerance.start_over=true trains from step 1 instead (earlier records go to "
+        "dated side files). Nothing was changed on disk"
     )
 
 
