@@ -254,6 +254,66 @@ def marker_deleted(lab: Lab) -> list[Check]:
                   "the rerun printed the quarantine of global_step_2 and kept it as global_step_2.incomplete")]
 
 
+def _two_steps(lab: Lab) -> Start:
+    return lab.finish(lab.launch("first", overrides=[*OVERRIDES, "trainer.total_training_steps=2"]), "first")
+
+
+def _resumed_after(lab: Lab, step: int) -> Check:
+    resumed = [r.get("resume_step") for r in read_jsonl(lab.run_dir / "resume.jsonl")]
+    return Check(f"resumed_after_step_{step}", resumed[-1:] == [step], f"resume steps per start: {resumed}")
+
+
+def mode_changed(lab: Lab) -> list[Check]:
+    """A finished 2-step sync run started again in colocate_async: refused before Ray naming both modes and
+    what upstream keeps differently, nothing on disk changed; the run's own mode then resumes after step 2."""
+    first = _two_steps(lab)
+    before = snapshot(lab.run_dir, lab.ckpt)
+    refused = lab.finish(lab.launch("other_mode", "trainer.v1.trainer_mode=colocate_async"), "other_mode", expect=[
+        r"trainer\.v1\.trainer_mode=colocate_async, but the checkpoint", r"was written in sync", r"transfer_queue/",
+        r"trainer\.v1\.trainer_mode=sync to resume it", r"fault_tolerance\.start_over=true"], timeout=300)
+    changed = sorted(set(snapshot(lab.run_dir, lab.ckpt).items()) ^ set(before.items()))
+    final = lab.finish(lab.launch("same_mode"), "same_mode")
+    lab.finished = final.rc == 0
+    return [check_exit(first, 0), check_exit(refused, 2), check_exit(final, 0),
+            Check("nothing_changed_by_the_refusal", not changed, f"changed by the refused start: {changed[:5]}"),
+            _resumed_after(lab, 2)]
+
+
+def tracker_behind(lab: Lab) -> list[Check]:
+    """The tracker names step 1, whose marker is gone, while global_step_2 is complete: refused naming the
+    complete checkpoint and the tracker fix first; with the tracker fixed (2) the rerun resumes after step 2."""
+    first = _two_steps(lab)
+    (lab.ckpt / "global_step_1" / MARKER).unlink()
+    tracker = lab.ckpt / "latest_checkpointed_iteration.txt"
+    tracker.write_text("1")
+    refused = lab.finish(lab.launch("behind"), "behind", timeout=300, expect=[
+        r"reads 1, but global_step_1 is no complete checkpoint", r"trainer\.default_local_dir: global_step_2;",
+        re.escape(f"`echo 2 > {tracker}` resumes after step 2"), r"fault_tolerance\.start_over=true trains from step 1"])
+    tracker.write_text("2")  # the fix offered first
+    final = lab.finish(lab.launch("fixed"), "fixed")
+    lab.finished = final.rc == 0
+    return [check_exit(first, 0), check_exit(refused, 2), check_exit(final, 0), _resumed_after(lab, 2)]
+
+
+def marker_checksum(lab: Lab) -> list[Check]:
+    """A finished run's last marker gets a wrong (well-formed) checksum for a shard it lists: the rerun blames
+    the marker, not the shard ("same size, different content"), quarantines the folder, resumes after step 1."""
+    first = _two_steps(lab)
+    path = lab.ckpt / "global_step_2" / MARKER
+    marker = json.loads(path.read_text())
+    shard = next(name for name in sorted(marker["checksums"]) if name != "data.pt")
+    marker["checksums"][shard] = "0" * 64
+    path.write_text(json.dumps(marker))
+    final = lab.finish(lab.launch("rerun"), "rerun")
+    lab.finished = final.rc == 0
+    log = Path(final.log).read_text(errors="replace")
+    blamed = f"{MARKER} itself was changed after it was written" in log and "different content" not in log
+    return [check_exit(first, 0), check_exit(final, 0),
+            Check("marker_blamed", blamed and (lab.ckpt / "global_step_2.incomplete").is_dir(),
+                  "the rerun blamed global_step_2's marker, not its shard, and quarantined the folder"),
+            _resumed_after(lab, 1)]
+
+
 def _reverse_rows(path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -460,6 +520,12 @@ FAULTS = (
     Fault("engine_core_kill", "kill -9 of the vLLM engine-core process behind a live server (rollout.name=vllm)",
           engine_core_kill),
     Fault("worker_oom", "a training worker SIGKILLed (what the OOM killer does) mid-update", worker_oom),
+    Fault("mode_changed", "a sync run started again in colocate_async: refused before Ray, then the same mode",
+          mode_changed),
+    Fault("tracker_behind", "the tracker names an incomplete step below a complete checkpoint; refused, then fixed",
+          tracker_behind),
+    Fault("marker_checksum", "a wrong checksum in a completion marker: the marker is blamed, not the shard",
+          marker_checksum),
 )
 BY_NAME = {f.name: f for f in FAULTS}
 

@@ -123,3 +123,13 @@ def test_the_entry_point_refuses_before_ray_and_start_over_continues(entry, caps
     assert (last["resume_step"], last["trainer_mode"]) == (0, "sync")
     assert json.loads((root / "global_step_2" / checkpoints.MARKER).read_text())["trainer_mode"] == "separate_async"
     assert os.path.isdir(root / "global_step_2")  # kept
+
+
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_the_recipe_config_in_an_async_mode_meets_the_mode_refusal_first(entry, mode, capsys):  # noqa: F811
+    """sync -> async on the tiny recipe's real config: every other check passes, the mode refusal is what stops it."""
+    start, _, out, started = entry
+    _checkpoint(out / "checkpoints" / "dapo_tiny_cpu", 2, "sync")
+    assert start(f"trainer.v1.trainer_mode={mode}") == 2 and started == []
+    err = capsys.readouterr().err
+    assert f"trainer.v1.trainer_mode={mode}, but the checkpoint" in err and "was written in sync" in err
