@@ -11,8 +11,8 @@ here without touching upstream's checkpoint code:
    checkpoint's shards are deleted before the tracker moves on. Nothing in a step folder says
    whether its write finished.
    -> ``RunJournal`` (a component of the recipe's trainer, ``journal.py``) writes a completion marker
-   ``verl_ascend_complete.json`` (every file, its size and its SHA-256) once a checkpoint is
-   written *and* its step's metrics are logged; ``plan_resume`` (the entry point, before Ray
+   ``verl_ascend_complete.json`` (every file, its size and its SHA-256, the trainer mode that wrote it,
+   the SHA-256 of the marker's own record) once a checkpoint is written *and* its step's metrics are logged; ``plan_resume`` (the entry point, before Ray
    starts, read-only) picks the checkpoint to resume from among marked folders whose sizes match,
    verifying the contents of the one it loads (newest first, falling back with the reason logged);
    a folder without a marker is never picked. ``prepare_run`` (once every check passed) rewrites
