@@ -408,7 +408,7 @@ def _driver_signal(sig: signal.Signals):
             os.kill(run.proc.pid, sig)
             stopped = lab.finish(run, "stopped", expect=[
                 rf"^\[verl-ascend\] stopped by {sig.name}: the run stopped at once", KEPT.pattern,
-                RERUN + r": .*main_dapo"], timeout=300)
+                RERUN + r": .*-m verl_ascend train"], timeout=300)
         finally:
             if run.alive():
                 run.kill_tree()

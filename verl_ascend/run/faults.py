@@ -295,8 +295,13 @@ def rerun_command() -> str:
         command = ["verl-ascend", *argv[2:]]
     else:
         command = ["python", *argv[1:]]
-    env = _started_env if _started_env is not None else ours_set(os.environ)
-    return " ".join([*(f"{name}={shlex.quote(value)}" for name, value in sorted(env.items())), shlex.join(command)])
+    prefix = assignments(_started_env if _started_env is not None else ours_set(os.environ))
+    return f"{prefix} {shlex.join(command)}" if prefix else shlex.join(command)
+
+
+def assignments(env: dict[str, str]) -> str:
+    """``NAME=value ...`` (sorted, shell-quoted): the prefix that gives a command these variables."""
+    return " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(env.items()))
 
 
 # The variables of ours this start was given, as the shell set them: taken by the launch before it exports its
