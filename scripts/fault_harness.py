@@ -295,6 +295,35 @@ def tracker_behind(lab: Lab) -> list[Check]:
     return [check_exit(first, 0), check_exit(refused, 2), check_exit(final, 0), _resumed_after(lab, 2)]
 
 
+# Values upstream rejects only inside Ray (issue 39): each refused before it, its key named. One start gives them
+# all at once (a refusal names every culprit); the vLLM argument needs rollout.name=vllm, a second start.
+BAD_VALUES = {
+    "trainer.v1.sampler.max_off_policy_threshold=-1": "max_off_policy_threshold=-1",
+    "trainer.v1.sampler.max_off_policy_strategy=bogus": "max_off_policy_strategy='bogus'",
+    "actor_rollout_ref.rollout.checkpoint_engine.backend=hccl": "checkpoint_engine.backend='hccl'",
+    "+actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo.timeout_s=-1": "gloo.timeout_s=-1",
+    "actor_rollout_ref.rollout.n=1": "rollout.n=1",
+}
+BAD_VLLM_VALUE = ("actor_rollout_ref.rollout.name=vllm", "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_num_batched_tokens=abc")
+
+
+def bad_values(lab: Lab) -> list[Check]:
+    """Every value above in one start, then the vLLM argument: each start exits 2 before Ray naming every key,
+    and neither creates the run folder."""
+    starts = [lab.finish(lab.launch("bad_values", *BAD_VALUES), "bad_values", timeout=300),
+              lab.finish(lab.launch("bad_vllm_value", *BAD_VLLM_VALUE), "bad_vllm_value", timeout=300)]
+    needles = [list(BAD_VALUES.values()), ["max_num_batched_tokens"]]
+    checks = [check_exit(start, 2) for start in starts]
+    for start, wanted in zip(starts, needles):
+        text = Path(start.log).read_text(errors="replace")
+        missing = [n for n in wanted if n not in text]
+        checks.append(Check(f"named_{start.name}", not missing and "Traceback" not in text,
+                            f"{start.name}: not named {missing}" if missing else f"{start.name}: every key named"))
+    checks.append(Check("nothing_created", not lab.run_dir.exists(), f"run folder {lab.run_dir} exists: "
+                        f"{lab.run_dir.exists()}"))
+    return checks
+
+
 def marker_checksum(lab: Lab) -> list[Check]:
     """A finished run's last marker gets a wrong (well-formed) checksum for a shard it lists: the rerun blames
     the marker, not the shard ("same size, different content"), quarantines the folder, resumes after step 1."""
@@ -524,6 +553,8 @@ FAULTS = (
           mode_changed),
     Fault("tracker_behind", "the tracker names an incomplete step below a complete checkpoint; refused, then fixed",
           tracker_behind),
+    Fault("bad_values", "values upstream rejects inside Ray (sampler, weight-sync engine, vLLM argument, n=1): "
+          "refused before it", bad_values),
     Fault("marker_checksum", "a wrong checksum in a completion marker: the marker is blamed, not the shard",
           marker_checksum),
 )
