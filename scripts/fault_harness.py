@@ -254,6 +254,95 @@ def marker_deleted(lab: Lab) -> list[Check]:
                   "the rerun printed the quarantine of global_step_2 and kept it as global_step_2.incomplete")]
 
 
+def _two_steps(lab: Lab) -> Start:
+    return lab.finish(lab.launch("first", overrides=[*OVERRIDES, "trainer.total_training_steps=2"]), "first")
+
+
+def _resumed_after(lab: Lab, step: int) -> Check:
+    resumed = [r.get("resume_step") for r in read_jsonl(lab.run_dir / "resume.jsonl")]
+    return Check(f"resumed_after_step_{step}", resumed[-1:] == [step], f"resume steps per start: {resumed}")
+
+
+def mode_changed(lab: Lab) -> list[Check]:
+    """A finished 2-step sync run started again in colocate_async: refused before Ray naming both modes and
+    what upstream keeps differently, nothing on disk changed; the run's own mode then resumes after step 2."""
+    first = _two_steps(lab)
+    before = snapshot(lab.run_dir, lab.ckpt)
+    refused = lab.finish(lab.launch("other_mode", "trainer.v1.trainer_mode=colocate_async"), "other_mode", expect=[
+        r"trainer\.v1\.trainer_mode=colocate_async, but the checkpoint", r"was written in sync", r"transfer_queue/",
+        r"trainer\.v1\.trainer_mode=sync to resume it", r"fault_tolerance\.start_over=true"], timeout=300)
+    changed = sorted(set(snapshot(lab.run_dir, lab.ckpt).items()) ^ set(before.items()))
+    final = lab.finish(lab.launch("same_mode"), "same_mode")
+    lab.finished = final.rc == 0
+    return [check_exit(first, 0), check_exit(refused, 2), check_exit(final, 0),
+            Check("nothing_changed_by_the_refusal", not changed, f"changed by the refused start: {changed[:5]}"),
+            _resumed_after(lab, 2)]
+
+
+def tracker_behind(lab: Lab) -> list[Check]:
+    """The tracker names step 1, whose marker is gone, while global_step_2 is complete: refused naming the
+    complete checkpoint and the tracker fix first; with the tracker fixed (2) the rerun resumes after step 2."""
+    first = _two_steps(lab)
+    (lab.ckpt / "global_step_1" / MARKER).unlink()
+    tracker = lab.ckpt / "latest_checkpointed_iteration.txt"
+    tracker.write_text("1")
+    refused = lab.finish(lab.launch("behind"), "behind", timeout=300, expect=[
+        r"reads 1, but global_step_1 is no complete checkpoint", r"trainer\.default_local_dir: global_step_2;",
+        re.escape(f"`echo 2 > {tracker}` resumes after step 2"), r"fault_tolerance\.start_over=true trains from step 1"])
+    tracker.write_text("2")  # the fix offered first
+    final = lab.finish(lab.launch("fixed"), "fixed")
+    lab.finished = final.rc == 0
+    return [check_exit(first, 0), check_exit(refused, 2), check_exit(final, 0), _resumed_after(lab, 2)]
+
+
+# Values upstream rejects only inside Ray (issue 39): each refused before it, its key named. One start gives them
+# all at once (a refusal names every culprit); the vLLM argument needs rollout.name=vllm, a second start.
+BAD_VALUES = {
+    "trainer.v1.sampler.max_off_policy_threshold=-1": "max_off_policy_threshold=-1",
+    "trainer.v1.sampler.max_off_policy_strategy=bogus": "max_off_policy_strategy='bogus'",
+    "actor_rollout_ref.rollout.checkpoint_engine.backend=hccl": "checkpoint_engine.backend='hccl'",
+    "+actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.gloo.timeout_s=-1": "gloo.timeout_s=-1",
+    "actor_rollout_ref.rollout.n=1": "rollout.n=1",
+}
+BAD_VLLM_VALUE = ("actor_rollout_ref.rollout.name=vllm", "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_num_batched_tokens=abc")
+
+
+def bad_values(lab: Lab) -> list[Check]:
+    """Every value above in one start, then the vLLM argument: each start exits 2 before Ray naming every key,
+    and neither creates the run folder."""
+    starts = [lab.finish(lab.launch("bad_values", *BAD_VALUES), "bad_values", timeout=300),
+              lab.finish(lab.launch("bad_vllm_value", *BAD_VLLM_VALUE), "bad_vllm_value", timeout=300)]
+    needles = [list(BAD_VALUES.values()), ["max_num_batched_tokens"]]
+    checks = [check_exit(start, 2) for start in starts]
+    for start, wanted in zip(starts, needles):
+        text = Path(start.log).read_text(errors="replace")
+        missing = [n for n in wanted if n not in text]
+        checks.append(Check(f"named_{start.name}", not missing and "Traceback" not in text,
+                            f"{start.name}: not named {missing}" if missing else f"{start.name}: every key named"))
+    checks.append(Check("nothing_created", not lab.run_dir.exists(), f"run folder {lab.run_dir} exists: "
+                        f"{lab.run_dir.exists()}"))
+    return checks
+
+
+def marker_checksum(lab: Lab) -> list[Check]:
+    """A finished run's last marker gets a wrong (well-formed) checksum for a shard it lists: the rerun blames
+    the marker, not the shard ("same size, different content"), quarantines the folder, resumes after step 1."""
+    first = _two_steps(lab)
+    path = lab.ckpt / "global_step_2" / MARKER
+    marker = json.loads(path.read_text())
+    shard = next(name for name in sorted(marker["checksums"]) if name != "data.pt")
+    marker["checksums"][shard] = "0" * 64
+    path.write_text(json.dumps(marker))
+    final = lab.finish(lab.launch("rerun"), "rerun")
+    lab.finished = final.rc == 0
+    log = Path(final.log).read_text(errors="replace")
+    blamed = f"{MARKER} itself was changed after it was written" in log and "different content" not in log
+    return [check_exit(first, 0), check_exit(final, 0),
+            Check("marker_blamed", blamed and (lab.ckpt / "global_step_2.incomplete").is_dir(),
+                  "the rerun blamed global_step_2's marker, not its shard, and quarantined the folder"),
+            _resumed_after(lab, 1)]
+
+
 def _reverse_rows(path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -348,7 +437,7 @@ def _driver_signal(sig: signal.Signals):
             os.kill(run.proc.pid, sig)
             stopped = lab.finish(run, "stopped", expect=[
                 rf"^\[verl-ascend\] stopped by {sig.name}: the run stopped at once", KEPT.pattern,
-                RERUN + r": .*main_dapo"], timeout=300)
+                RERUN + r": .*-m verl_ascend train"], timeout=300)
         finally:
             if run.alive():
                 run.kill_tree()
@@ -460,6 +549,14 @@ FAULTS = (
     Fault("engine_core_kill", "kill -9 of the vLLM engine-core process behind a live server (rollout.name=vllm)",
           engine_core_kill),
     Fault("worker_oom", "a training worker SIGKILLed (what the OOM killer does) mid-update", worker_oom),
+    Fault("mode_changed", "a sync run started again in colocate_async: refused before Ray, then the same mode",
+          mode_changed),
+    Fault("tracker_behind", "the tracker names an incomplete step below a complete checkpoint; refused, then fixed",
+          tracker_behind),
+    Fault("bad_values", "values upstream rejects inside Ray (sampler, weight-sync engine, vLLM argument, n=1): "
+          "refused before it", bad_values),
+    Fault("marker_checksum", "a wrong checksum in a completion marker: the marker is blamed, not the shard",
+          marker_checksum),
 )
 BY_NAME = {f.name: f for f in FAULTS}
 

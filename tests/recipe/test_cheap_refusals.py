@@ -117,6 +117,21 @@ def test_tracker_naming_no_step_points_at_the_tracker(entry, tmp_path, text):
     assert sorted(p.name for p in root.iterdir()) == ["global_step_1", "global_step_2", checkpoints.TRACKER]
 
 
+def test_tracker_behind_the_complete_checkpoints_offers_fixing_it_first(entry, tmp_path):
+    root = tmp_path / "out" / "checkpoints" / EXPERIMENT
+    for step in (2, 4, 6):
+        _marked_checkpoint(root, step)
+    tracker = root / checkpoints.TRACKER
+    tracker.write_text("1")
+    _refused(entry(), f"{tracker} reads 1, but global_step_1 is no complete checkpoint (named by the tracker but absent)",
+             "trainer.default_local_dir: global_step_2, global_step_4, global_step_6; this start would resume nothing",
+             f"`echo 6 > {tracker}` resumes after step 6", "fault_tolerance.start_over=true trains from step 1 instead")
+    assert entry.started == [] and tracker.read_text() == "1"
+    assert sorted(p.name for p in root.iterdir()) == ["global_step_2", "global_step_4", "global_step_6", checkpoints.TRACKER]
+    tracker.write_text("6")  # the fix offered first
+    assert entry().returncode == 0 and len(entry.started) == 1
+
+
 def test_second_demo_with_an_outside_metrics_file_starts_from_step_1(entry, tmp_path, monkeypatch):
     """README: `VERL_FILE_LOGGER_PATH=... make demo`, twice. The journal stays in the run folder,
     which `make demo` removes; the metrics file elsewhere is rolled back like the others."""

@@ -27,7 +27,7 @@ from tests.launch import require_e2e
 from tests.recipe.fault_helpers import (
     RecipeRun, fill, last_line, process_titled, read_json, read_jsonl, recipe_env, size_limited_tmpfs, vllm_env,
 )
-from verl_ascend.run import checkpoints, files
+from verl_ascend.run import checkpoints, faults, files
 
 pytestmark = pytest.mark.e2e  # launches the recipe or a Ray cluster (tests/launch.py)
 
@@ -80,7 +80,8 @@ def test_disk_full_during_a_save_names_the_folder_and_the_rerun_resumes_the_last
     assert last.startswith(f"[verl-ascend] error: no space left on device in {small_tmpfs}/global_step_2: "), text[-4000:]
     assert (f"Kept: {small_tmpfs}/global_step_1 (step 1, the last complete checkpoint); global_step_2: no "
             f"{checkpoints.MARKER}, never resumed (a rerun quarantines it)") in last
-    assert last.endswith(f"run the same command again: {COMMAND} {' '.join(overrides)}")
+    prefix = faults.assignments(faults.ours_set(env))  # the variables of ours the run was given, repeated
+    assert last.endswith(f"run the same command again: {prefix} {COMMAND} {' '.join(overrides)}")
     assert not (small_tmpfs / "global_step_2" / checkpoints.MARKER).exists()
 
     filler.unlink()  # the user frees the disk and runs the same command again

@@ -44,8 +44,10 @@ def launch(recipe: Recipe, config: DictConfig) -> int:
     """The launch on a composed config: the dry run, or prepare then start; returns the exit status."""
     from verl.utils.device import auto_set_device
 
+    from verl_ascend.run import faults
     from verl_ascend.run.lifetime import RunEnded
 
+    faults.remember_environment()  # before prepare exports our own variables: the rerun command names the user's
     try:
         if envs.flag("DRY_RUN"):
             from verl_ascend.launch import commands
@@ -160,7 +162,7 @@ def start(recipe: Recipe, config: DictConfig) -> None:
     printer = progress.start_printer(config.trainer.get("logger") or [], paths.default_metrics,
                                      config.trainer.get("total_training_steps"))
     try:
-        lifetime.Guardian.start(RunLock.held, paths.checkpoints)  # takes the run down if this process dies
+        lifetime.Guardian.start(RunLock.held, paths.checkpoints, paths.run_dir)  # takes the run down if this process dies
         lifetime.install_stop_handlers()
         # Ray started here with warm workers, or (0, the default) by upstream's run_ppo
         warm_workers.start(config, recipe.warm_workers(config))
@@ -170,7 +172,7 @@ def start(recipe: Recipe, config: DictConfig) -> None:
         runner.actor_class = trainer_mode.runner_for(runner.actor_class, recipe.trainers)
         cluster.start_ray(lambda: run_ppo(config, task_runner_class=runner), reached=lambda: bool(up))
     except KeyboardInterrupt:
-        raise lifetime.stopped(paths.checkpoints) from None
+        raise lifetime.stopped(paths.checkpoints, paths.run_dir) from None
     finally:
         if printer is not None:
             printer.stop()

@@ -11,8 +11,8 @@ here without touching upstream's checkpoint code:
    checkpoint's shards are deleted before the tracker moves on. Nothing in a step folder says
    whether its write finished.
    -> ``RunJournal`` (a component of the recipe's trainer, ``journal.py``) writes a completion marker
-   ``verl_ascend_complete.json`` (every file, its size and its SHA-256) once a checkpoint is
-   written *and* its step's metrics are logged; ``plan_resume`` (the entry point, before Ray
+   ``verl_ascend_complete.json`` (every file, its size and its SHA-256, the trainer mode that wrote it,
+   the SHA-256 of the marker's own record) once a checkpoint is written *and* its step's metrics are logged; ``plan_resume`` (the entry point, before Ray
    starts, read-only) picks the checkpoint to resume from among marked folders whose sizes match,
    verifying the contents of the one it loads (newest first, falling back with the reason logged);
    a folder without a marker is never picked. ``prepare_run`` (once every check passed) rewrites
@@ -36,6 +36,7 @@ what was picked and why), ``*.trimmed-<time>.jsonl`` (records a resume removed),
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -44,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from verl_ascend import trainer_mode
 from verl_ascend.paths import RunPaths
 from verl_ascend.run.data_order import ENV_FRESH_DATA_ORDER, record_data_order
 from verl_ascend.run.files import (  # file_checksum: re-exported, the resume's digest of each file
@@ -61,6 +63,8 @@ from verl_ascend.run.files import (  # file_checksum: re-exported, the resume's 
 from verl_ascend.run.run_guard import StartRefused
 
 MARKER = "verl_ascend_complete.json"
+SELF_CHECKSUM = "marker_sha256"  # in the marker: the digest of its own record
+MODE_FIELD = "trainer_mode"  # in the marker: the trainer mode the checkpoint was written in
 TRACKER = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 INCOMPLETE_SUFFIX = ".incomplete"
@@ -135,8 +139,32 @@ def write_marker(folder: str, step: int, extra: Optional[dict] = None) -> dict:
         "time": time.time(),
         **(extra or {}),
     }
+    marker[SELF_CHECKSUM] = marker_digest(marker)
     write_atomic(os.path.join(folder, MARKER), json.dumps(marker, indent=1).encode())
     return marker
+
+
+def marker_digest(marker: dict) -> str:
+    """SHA-256 of the marker's own record (every field but this digest): a marker edited or damaged after it
+    was written is told apart from a shard whose content changed."""
+    record = {k: v for k, v in marker.items() if k != SELF_CHECKSUM}
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def marker_fault(marker: dict) -> Optional[str]:
+    """Why the marker's own record cannot be trusted (None when it can): its self-checksum does not match
+    (markers written before it was kept have none), or a recorded digest is not one of its algorithm."""
+    recorded = marker.get(SELF_CHECKSUM)
+    if recorded is not None and recorded != marker_digest(marker):
+        return f"{MARKER} itself was changed after it was written (its {SELF_CHECKSUM} does not match its record)"
+    algorithm = marker.get("checksum", CHECKSUM)
+    if algorithm not in hashlib.algorithms_available:
+        return f"{MARKER} names an unknown checksum algorithm {algorithm!r}"
+    width = hashlib.new(algorithm).digest_size * 2
+    for rel, digest in (marker.get("checksums") or {}).items():
+        if not (isinstance(digest, str) and len(digest) == width and all(c in "0123456789abcdef" for c in digest)):
+            return f"{MARKER} records {digest!r} as the {algorithm} checksum of {rel}, which is no {algorithm} digest"
+    return None
 
 
 def remove_marker(folder: str) -> None:
@@ -167,6 +195,9 @@ def verify_marked(folder: str, step: int, content: bool = False) -> Optional[str
     marker, why = read_marker(folder)
     if marker is None:
         return why
+    fault = marker_fault(marker)
+    if fault is not None:
+        return f"{fault}: the marker is damaged, not proven to be the shards' (they were not judged)"
     files, marked_step = marker["files"], int(marker["step"])
     if marked_step != step:
         return f"{MARKER} names step {marked_step}, not {step}"
@@ -193,7 +224,8 @@ def verify_content(folder: str, marker: dict) -> Optional[str]:
         return f"cannot read for its checksum ({exc})"
     for rel, digest in expected.items():
         if actual[rel] != digest:
-            return f"{rel} does not match its {marker.get('checksum', CHECKSUM)} checksum (same size, different content)"
+            return (f"{rel} does not match its {marker.get('checksum', CHECKSUM)} checksum recorded in {MARKER} "
+                    "(same size, different content: the shard changed after the marker was written)")
     return None
 
 
@@ -320,6 +352,7 @@ class Plan:
     data_order: Optional[dict] = None  # data_order.plan_data_order's decision
     folders: tuple[str, ...] = ()  # run folder and checkpoint folder: locked once the start commits
     start_over: bool = False  # fault_tolerance.start_over on top of recorded history
+    checkpoint: Optional[str] = None  # the folder resumed (None = from scratch)
 
 
 def run_paths(config) -> tuple[str, str]:
@@ -348,6 +381,8 @@ def plan_start(config) -> Plan:
     options = FaultTolerance.from_config(config)
     plan = plan_resume(config)
     plan.folders = run_paths(config)
+    refuse_tracker_behind(plan, options.start_over)
+    check_trainer_mode(config, plan, options.start_over)
     plan.start_over = run_guard.guard_history(plan.run_dir, plan.step, plan.why, HISTORY_FILES, options.start_over)
     run_guard.check_nothing_left(config.trainer.get("total_training_steps"), plan.step)
     plan.data_order = data_order.plan_data_order(config, plan.step, plan.run_dir, options.new_data_order)
@@ -390,11 +425,11 @@ def plan_resume(config) -> Plan:
         if why is not None:
             raise StartRefused(f"trainer.resume_from_path={path!r} is not a complete checkpoint: {why}")
         unproven = "" if marked else f" (no {MARKER}: its files exist, their contents are not proven)"
-        plan.step, plan.why = step, f"trainer.resume_from_path={path}{unproven}"
+        plan.step, plan.why, plan.checkpoint = step, f"trainer.resume_from_path={path}{unproven}", path
     else:
         plan.selection = select_checkpoint(root)
         refuse_meaningless_tracker(root, plan.selection)
-        plan.step = plan.selection.step
+        plan.step, plan.checkpoint = plan.selection.step, plan.selection.path
         if plan.step:
             plan.why = f"resuming after step {plan.step} from {plan.selection.path}"
         elif plan.selection.rejected:
@@ -403,6 +438,59 @@ def plan_resume(config) -> Plan:
         else:
             plan.why = f"no checkpoint in trainer.default_local_dir={root}"
     return plan
+
+
+# What upstream's V1 trainers (verl 0.9.1, trainer_base.py _save_checkpoint/_load_checkpoint) keep in a
+# checkpoint beyond actor/ and data.pt: the async modes write transfer_queue/ (prompts taken from the
+# dataloader but not yet trained into these weights, re-issued on resume); sync writes and reads none.
+_ASYNC_TO_SYNC = ("it holds transfer_queue/, the prompts the async trainer had taken from the dataloader but not yet "
+                  "trained; sync never reads it, and its data.pt position is already past them: those prompts would be "
+                  "skipped")
+_SYNC_TO_ASYNC = ("sync writes no transfer_queue/, which the async trainer reads back on resume: it would start with "
+                  "an empty queue, and the run's steps would mix on-policy and off-policy training")
+_ASYNC_TO_ASYNC = ("both write transfer_queue/, but its prompts were queued under the other mode's placement and "
+                   "weight sync: the run's steps would mix two trainers' schedules")
+
+
+def recorded_mode(folder: str) -> Optional[str]:
+    """The trainer mode a checkpoint was written in, from its marker (``RunJournal`` records it);
+    None when unknown (no marker, or a marker written before the mode was recorded)."""
+    marker, _ = read_marker(folder)
+    mode = marker.get(MODE_FIELD) if marker else None
+    return str(mode) if mode is not None else None
+
+
+def check_trainer_mode(config, plan: Plan, start_over: bool) -> None:
+    """Read-only, before Ray: a resume in another ``trainer.v1.trainer_mode`` than its checkpoint's is refused,
+    naming both modes and what upstream's trainers keep differently. With ``resume_mode=auto`` and
+    ``fault_tolerance.start_over=true`` the plan becomes a start from step 1 in the new mode instead."""
+    if not plan.step or not plan.checkpoint:
+        return
+    wanted, written = trainer_mode.mode_of(config), recorded_mode(plan.checkpoint)
+    if written is None:
+        _log(f"{os.path.basename(plan.checkpoint)} records no trainer mode (written before verl-ascend recorded it): "
+             f"resumed in {wanted} unchecked")
+        return
+    if written == wanted:
+        return
+    auto = plan.selection is not None
+    if auto and start_over:
+        plan.why = (f"{trainer_mode.KEY}={wanted} and fault_tolerance.start_over=true over checkpoints written in "
+                    f"{written} ({TRACKER} set aside, the checkpoints kept)")
+        plan.step, plan.checkpoint = 0, None
+        plan.selection = Selection(0, None, plan.selection.rejected, plan.selection.tracker_step,
+                                   plan.selection.tracker_problem)
+        return
+    differs = _SYNC_TO_ASYNC if written == trainer_mode.SYNC else _ASYNC_TO_SYNC if wanted == trainer_mode.SYNC \
+        else _ASYNC_TO_ASYNC
+    other = (f"fault_tolerance.start_over=true to train {wanted} from step 1 in this folder (earlier records go to "
+             "dated side files, the checkpoints stay)" if auto else
+             "trainer.resume_from_path naming a checkpoint written in this mode")
+    raise StartRefused(
+        f"{trainer_mode.KEY}={wanted}, but the checkpoint this start would resume ({plan.checkpoint}) was written in "
+        f"{written} (recorded in its {MARKER}): {differs}. Accepted: {trainer_mode.KEY}={written} to resume it, "
+        f"{other}, or a new trainer.experiment_name. Nothing was changed on disk"
+    )
 
 
 def refuse_meaningless_tracker(root: str, selection: Selection) -> None:
@@ -417,6 +505,29 @@ def refuse_meaningless_tracker(root: str, selection: Selection) -> None:
         f"{os.path.join(root, TRACKER)} reads {step}, which names no checkpoint (steps start at 1); complete "
         f"checkpoints in trainer.default_local_dir: {shown}. Accepted: the step of the checkpoint to resume from "
         f"in that file (e.g. {complete[-1] if complete else 1}), or remove the file to resume from the newest complete one"
+    )
+
+
+def refuse_tracker_behind(plan: Plan, start_over: bool) -> None:
+    """A tracker naming a step that is no complete checkpoint, with complete ones after it (``1`` with 2/4/6):
+    upstream resumes only the step that file names, so this start would resume nothing and train from
+    step 1. Refused unless ``fault_tolerance.start_over=true``, offering the fix that keeps the work first."""
+    selection, root = plan.selection, plan.checkpoint_dir
+    if selection is None or plan.step or start_over or selection.tracker_step is None or selection.tracker_step < 1:
+        return
+    step = selection.tracker_step
+    after = [s for s in sorted(step_dirs(root)) if s > step and s not in selection.rejected]
+    if not after:
+        return
+    tracker = os.path.join(root, TRACKER)
+    shown = ", ".join(f"global_step_{s}" for s in after)
+    raise StartRefused(
+        f"{tracker} reads {step}, but global_step_{step} is no complete checkpoint "
+        f"({selection.rejected.get(step, 'absent')}) while complete checkpoints follow it in trainer.default_local_dir: "
+        f"{shown}; this start would resume nothing and train from step 1. Accepted: the step to resume from in that "
+        f"file (e.g. `echo {after[-1]} > {tracker}` resumes after step {after[-1]}), or remove the file to resume from "
+        "the newest complete one; fault_tolerance.start_over=true trains from step 1 instead (earlier records go to "
+        "dated side files). Nothing was changed on disk"
     )
 
 
@@ -449,6 +560,7 @@ def prepare_run(config, plan: Plan) -> int:
             _log(f"{TRACKER} is {selection.tracker_problem}")
     _log(plan.why if step else f"training starts from step 1: {plan.why}")
     record["resume_step"] = step
+    record["trainer_mode"] = trainer_mode.mode_of(config)
 
     # Metrics, the prompt ledger and the rollout-group ledger describe the run as if it had never
     # stopped: records of steps that will be trained again move to a dated side file, the

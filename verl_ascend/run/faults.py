@@ -284,14 +284,59 @@ def rerun_command() -> str:
     rewrite), the interpreter written ``python`` (a launcher's absolute path to it says nothing to
     the user), e.g. ``python -m verl_ascend train trainer.total_training_steps=3``; started by the
     console script, the command the user typed: ``verl-ascend train trainer.total_training_steps=3``.
+    Prefixed with our variables this start was given (``VERL_ASCEND_OUTPUT_DIR=/data/out verl-ascend train
+    ...``): the same command resumes only while they are set the same.
 
     The one spelling of it: a failure's last line (``verl_ascend/launch``), a stop by
     signal, the guardian's message for a dead driver (``lifetime``) and a Ray start that kept timing
     out (``cluster``) all name this command."""
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
     if len(argv) > 1 and os.path.basename(argv[1]) == "verl-ascend":  # the interpreter ran the console script
-        return shlex.join(["verl-ascend", *argv[2:]])
-    return shlex.join(["python", *argv[1:]])
+        command = ["verl-ascend", *argv[2:]]
+    else:
+        command = ["python", *argv[1:]]
+    prefix = assignments(_started_env if _started_env is not None else ours_set(os.environ))
+    return f"{prefix} {shlex.join(command)}" if prefix else shlex.join(command)
+
+
+def assignments(env: dict[str, str]) -> str:
+    """``NAME=value ...`` (sorted, shell-quoted): the prefix that gives a command these variables."""
+    return " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(env.items()))
+
+
+# The variables of ours this start was given, as the shell set them: taken by the launch before it exports its
+# own (run folder, metrics path, run token) into this process, so a rerun command names only the user's.
+_started_env: Optional[dict[str, str]] = None
+
+
+def ours_set(environ) -> dict[str, str]:
+    """Our variables a run depends on that ``environ`` sets: every declared one but the wire formats we set for
+    our own processes (``verl_ascend.envs``), and the file logger's ``VERL_FILE_LOGGER_PATH``."""
+    from verl_ascend import envs
+
+    try:
+        names = {v.name for v in envs.declared().values() if v.kind != "wire" and v.name.startswith("VERL_")}
+    except RuntimeError:  # entry points older than setup.py: the command alone
+        names = set()
+    names.add("VERL_FILE_LOGGER_PATH")
+    return {name: environ[name] for name in names if environ.get(name)}
+
+
+def remember_environment() -> None:
+    """Called by the launch first: the environment the rerun command repeats is the one this start got."""
+    global _started_env
+    _started_env = ours_set(os.environ)
+
+
+def recorded_steps(run_dir: str) -> str:
+    """The run folder's history files with records, as ``metrics.jsonl up to step 3``: what a start that resumes
+    nothing must not erase (``run_guard.guard_history`` refuses it); '' when none (or no folder known)."""
+    from verl_ascend.run.files import HISTORY_FILES
+    from verl_ascend.run.run_guard import history_steps
+
+    if not run_dir:
+        return ""
+    return ", ".join(f"{name} up to step {step}" for name, step in history_steps(run_dir, HISTORY_FILES).items())
 
 
 def kept_and_resume(site: RunSite, cause: bool = True) -> str:
@@ -307,13 +352,19 @@ def kept_and_resume(site: RunSite, cause: bool = True) -> str:
     except OSError as exc:  # the folder itself is what failed: say so rather than fail the report
         return (f"Kept: unknown (cannot read {site.checkpoints}: {exc.strerror}). To resume, {fix}run "
                 f"the same command again{f': {site.command}' if site.command else ''}")
+    again = f": {site.command}" if site.command else ""
+    recorded = None if found else recorded_steps(site.run_dir)
     if found:
         kept = f"Kept: {found[1]} (step {found[0]}, the last complete checkpoint)"
+    elif recorded:
+        kept = f"Kept: no complete checkpoint yet, only the records of the steps trained ({recorded})"
     else:
         kept = "Kept: no complete checkpoint yet, so a rerun starts from step 1"
     if unmarked:
         kept += f"; {', '.join(unmarked)}: no {MARKER}, never resumed (a rerun quarantines it)"
-    again = f": {site.command}" if site.command else ""
+    if recorded:  # the same command would be refused: a start resuming nothing on top of recorded steps
+        return (f"{kept}. A rerun trains from step 1 and needs fault_tolerance.start_over=true (the records then go "
+                f"to dated side files): {fix}run the same command with fault_tolerance.start_over=true{again}")
     if site.resume_mode != "auto":
         return f"{kept}. To resume from it, {fix}run the same command with trainer.resume_mode=auto{again}"
     return f"{kept}. To resume from it, {fix}run the same command again{again}"

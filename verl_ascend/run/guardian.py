@@ -164,10 +164,10 @@ def stop_run(
         pause(POLL_S)
 
 
-def died_message(driver: int, killed: int, seconds: float, checkpoints: str, command: str) -> str:
+def died_message(driver: int, killed: int, seconds: float, checkpoints: str, command: str, run_dir: str = "") -> str:
     from verl_ascend.run.faults import RunSite, kept_and_resume  # not lifetime: it imports this module
 
-    then = kept_and_resume(RunSite(checkpoints, "", command=command), cause=False)
+    then = kept_and_resume(RunSite(checkpoints, run_dir, command=command), cause=False)
     return (
         f"[verl-ascend] the driver (PID {driver}) ended without stopping its run: its {killed} Ray processes were "
         f"killed within {seconds:.1f} s and the run folder is free. {then}"
@@ -178,13 +178,14 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # only the driver's end ends the guardian
         signal.signal(sig, signal.SIG_IGN)
     pipe, driver, checkpoints, command = int(argv[0]), int(argv[1]), argv[2], argv[3]
+    run_dir = argv[4] if len(argv) > 4 else ""  # its history decides whether the same command resumes
     token, me = os.environ[TOKEN_ENV], os.getpid()
     tree = Tree(driver, skip=(me,))
     said = wait_for_end(pipe, tree)
     started = time.monotonic()
     killed = stop_run(lambda: sorted({*run_processes(token, exclude=(me, driver)), *tree.alive()}))
     if CLEAN_EXIT not in said:
-        print(died_message(driver, len(killed), time.monotonic() - started, checkpoints, command),
+        print(died_message(driver, len(killed), time.monotonic() - started, checkpoints, command, run_dir),
               file=sys.stderr, flush=True)
     return 0
 

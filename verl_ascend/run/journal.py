@@ -15,7 +15,8 @@ import os
 import time
 from typing import Optional
 
-from verl_ascend.run.checkpoints import remove_marker, write_marker
+from verl_ascend import trainer_mode
+from verl_ascend.run.checkpoints import MODE_FIELD, remove_marker, write_marker
 from verl_ascend.run.files import ENV_RUN_DIR, PROMPTS_FILE, STATUS_FILE, append_jsonl, write_atomic
 from verl_ascend.seams import install
 
@@ -90,7 +91,7 @@ class RunJournal:
             return
         folder, step = self._pending_marker
         self._pending_marker = None
-        write_marker(folder, step)
+        write_marker(folder, step, {MODE_FIELD: trainer_mode.mode_of(self.config)})  # read back before Ray
 
     # -- the step and the run ------------------------------------------------------------------
     def step_begin(self, step: int) -> None:

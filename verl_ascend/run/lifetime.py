@@ -48,12 +48,12 @@ class RunEnded(BaseException):
         self.message, self.code = message, code
 
 
-def kept_and_resume(checkpoints: str, command: str) -> str:
+def kept_and_resume(checkpoints: str, command: str, run_dir: str = "") -> str:
     """What a stopped run kept and how to resume it: ``faults.kept_and_resume``'s text (one wording for every end)."""
     from verl_ascend.run.faults import RunSite
     from verl_ascend.run.faults import kept_and_resume as text
 
-    return text(RunSite(checkpoints, "", command=command), cause=False)
+    return text(RunSite(checkpoints, run_dir, command=command), cause=False)
 
 
 class Guardian:
@@ -61,10 +61,10 @@ class Guardian:
 
     current: Optional["Guardian"] = None
 
-    def __init__(self, lock_fds: list[int], checkpoints: str):
+    def __init__(self, lock_fds: list[int], checkpoints: str, run_dir: str = ""):
         os.environ[TOKEN_ENV] = secrets.token_hex(16)  # fresh per run, whatever the shell exported
         read_end, self._write_end = os.pipe()  # not inheritable: only the guardian gets the read end
-        args = [str(read_end), str(os.getpid()), checkpoints, rerun_command()]
+        args = [str(read_end), str(os.getpid()), checkpoints, rerun_command(), run_dir]
         with _signals_ignored():  # inherited through exec: the guardian ignores them from its first instruction
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "verl_ascend.run.guardian", *args],
@@ -75,9 +75,9 @@ class Guardian:
         atexit.register(self.finish)  # before ray.init: runs after Ray's own atexit shutdown
 
     @classmethod
-    def start(cls, lock_fds: list[int], checkpoints: str) -> "Guardian":
+    def start(cls, lock_fds: list[int], checkpoints: str, run_dir: str = "") -> "Guardian":
         if cls.current is None:
-            cls.current = cls(lock_fds, checkpoints)
+            cls.current = cls(lock_fds, checkpoints, run_dir)
         return cls.current
 
     def finish(self) -> None:
@@ -131,7 +131,7 @@ def install_stop_handlers() -> None:
             signal.signal(sig, _on_signal)
 
 
-def stopped(checkpoints: str) -> RunEnded:
+def stopped(checkpoints: str, run_dir: str = "") -> RunEnded:
     """The run was interrupted (``KeyboardInterrupt``): shut the cluster down, say what was kept."""
     import ray
 
@@ -143,7 +143,7 @@ def stopped(checkpoints: str) -> RunEnded:
     name = signal.Signals(signum).name
     return RunEnded(
         f"[verl-ascend] stopped by {name}: the run stopped at once (the step in flight is abandoned) and its Ray "
-        f"processes are gone. {kept_and_resume(checkpoints, rerun_command())}",
+        f"processes are gone. {kept_and_resume(checkpoints, rerun_command(), run_dir)}",
         128 + int(signum),
     )
 

@@ -217,6 +217,18 @@ def test_kept_names_the_newest_marked_checkpoint_in_the_failures_wording(tmp_pat
     assert failed == said.replace("To resume from it, run", "To resume from it, fix the cause and run")
 
 
+def test_a_dead_driver_with_steps_recorded_but_no_checkpoint_names_start_over(tmp_path):
+    from verl_ascend.run import guardian
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"step": 1, "data": {}}\n{"step": 2, "data": {}}\n')
+    said = guardian.died_message(41, 3, 0.5, str(tmp_path / "ckpt"), "verl-ascend train", str(run_dir))
+    assert "only the records of the steps trained (metrics.jsonl up to step 2)" in said
+    assert said.endswith("run the same command with fault_tolerance.start_over=true: verl-ascend train")
+    assert lifetime.kept_and_resume(str(tmp_path / "ckpt"), "c").endswith("run the same command again: c")  # no folder known
+
+
 def test_sigterm_stops_at_once_with_143_and_the_resume_line(tmp_path, monkeypatch):
     root = tmp_path / "ckpt" / "global_step_4"
     root.mkdir(parents=True)

@@ -131,7 +131,7 @@ def test_a_marker_without_checksums_does_not_prove_a_checkpoint(tmp_path):
     _checkpoint(tmp_path, 1)
     two = _checkpoint(tmp_path, 2)
     marker = json.loads((two / checkpoints.MARKER).read_text())
-    del marker["checksums"]
+    del marker["checksums"], marker[checkpoints.SELF_CHECKSUM]  # a marker from before checksums were kept
     (two / checkpoints.MARKER).write_text(json.dumps(marker))
     sel = checkpoints.select_checkpoint(str(tmp_path))
     assert sel.step == 1 and "records no checksums" in sel.rejected[2]
@@ -169,6 +169,25 @@ def test_same_size_corruption_is_caught_by_checksum(tmp_path, capsys):
     assert "actor/model_world_size_1_rank_0.pt does not match its sha256 checksum" in sel.rejected[2]
     assert (tmp_path / "global_step_2.incomplete").is_dir() and (tmp_path / checkpoints.TRACKER).read_text() == "1"
     assert "global_step_2 is not proven whole (actor/model_world_size_1_rank_0.pt does not match" in capsys.readouterr().out
+
+
+def _edit_marker(folder: Path, change) -> None:
+    marker = json.loads((folder / checkpoints.MARKER).read_text())
+    change(marker)
+    (folder / checkpoints.MARKER).write_text(json.dumps(marker))
+
+
+def test_a_wrong_checksum_in_the_marker_blames_the_marker_not_the_shard(tmp_path):
+    _checkpoint(tmp_path, 1)
+    two, three = _checkpoint(tmp_path, 2), _checkpoint(tmp_path, 3)
+    shard = "actor/model_world_size_1_rank_0.pt"
+    _edit_marker(two, lambda m: m["checksums"].update({shard: "0" * 64}))  # a valid-looking digest: the self-check
+    _edit_marker(three, lambda m: (m["checksums"].update({shard: "garbage"}), m.pop(checkpoints.SELF_CHECKSUM)))
+    sel = checkpoints.select_checkpoint(str(tmp_path))
+    assert sel.step == 1
+    assert sel.rejected[2].startswith(f"{checkpoints.MARKER} itself was changed after it was written")
+    assert sel.rejected[3].startswith(f"{checkpoints.MARKER} records 'garbage' as the sha256 checksum of {shard}")
+    assert all("the marker is damaged" in sel.rejected[s] and "different content" not in sel.rejected[s] for s in (2, 3))
 
 
 def test_only_the_checkpoint_to_load_is_read_for_its_checksum(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from collections import defaultdict
 import psutil
 import pytest
 
-from verl_ascend.run import files
+from verl_ascend.run import faults, files
 from verl_ascend.run.watchdog import RolloutServerDiedError, RolloutStalledError, RolloutWatchdog
 from tests.launch import start_local_ray
 from tests.recipe.fault_helpers import RecipeRun, read_json, recipe_env, session_processes
@@ -195,7 +195,8 @@ def _server_process(run: RecipeRun):
 def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_path):
     out = tmp_path / "out"
     run_dir = out / "dapo_tiny_cpu"
-    run = RecipeRun(["trainer.total_training_steps=2", "fault_tolerance.rollout_timeout_s=120"], recipe_env(tiny_dir, out), tmp_path / "run.log")
+    env = recipe_env(tiny_dir, out)
+    run = RecipeRun(["trainer.total_training_steps=2", "fault_tolerance.rollout_timeout_s=120"], env, tmp_path / "run.log")
     try:
         status = run.wait_for(
             lambda: (s := read_json(run_dir / files.STATUS_FILE) or {}).get("phase") == "rollout" and s,
@@ -217,6 +218,7 @@ def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_pa
     assert last.startswith("[verl-ascend] error: step 1: rollout server died during generation: replica 0 "
                            "(hf-replica-0) [Ray actor HFRolloutServer ("), text[-4000:]
     assert f"pid {pid}, node " in last and "died: its process ended without a word: killed by a signal" in last, last
-    assert "To resume from it, fix the cause and run the same command again: python -m verl_ascend train" in last
+    prefix = faults.assignments(faults.ours_set(env))  # the variables of ours the run was given, repeated
+    assert f"To resume from it, fix the cause and run the same command again: {prefix} python -m verl_ascend train" in last
     metrics = run_dir / "metrics.jsonl"
     assert not metrics.exists() or metrics.read_text() == ""  # the failed step logged nothing

@@ -21,7 +21,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from verl_ascend.run import faults
+from verl_ascend.run import faults, files
 from verl_ascend.run.checkpoints import write_marker
 from verl_ascend.run.files import STATUS_FILE
 
@@ -206,6 +206,26 @@ def test_resume_mode_disable_says_how_to_resume(site):
     assert text.endswith("To resume from it, fix the cause and run the same command with trainer.resume_mode=auto")
 
 
+def test_a_stop_whose_plain_rerun_is_refused_says_what_the_rerun_needs(tmp_path):
+    """A metrics write failing at step 1: no checkpoint, but the prompt ledger holds step 1. The same command
+    would be refused (history without a checkpoint), so the line names fault_tolerance.start_over=true."""
+    from verl_ascend.run import run_guard
+    from verl_ascend.run.files import HISTORY_FILES
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "prompts.jsonl").write_text('{"step": 1, "index": [3, 1]}\n')
+    stopped = faults.RunSite(str(tmp_path / "ckpt"), str(run_dir), command="verl-ascend train")
+    failure = files.RunFileError(28, "No space left on device", str(run_dir / "metrics.jsonl"))
+    line = faults.describe_failure(failure, stopped)
+    assert "Kept: no complete checkpoint yet, only the records of the steps trained (prompts.jsonl up to step 1)" in line
+    assert line.endswith("run the same command with fault_tolerance.start_over=true: verl-ascend train")
+    assert "run the same command again" not in line
+    with pytest.raises(run_guard.StartRefused):  # what the plain rerun would meet
+        run_guard.guard_history(str(run_dir), 0, "no checkpoint", HISTORY_FILES, start_over=False)
+    assert run_guard.guard_history(str(run_dir), 0, "no checkpoint", HISTORY_FILES, start_over=True)
+
+
 @pytest.fixture
 def recipe_config(site):
     root = os.path.dirname(site.checkpoints)
@@ -224,12 +244,13 @@ def test_main_prints_one_last_line_and_exits_1(recipe_config, monkeypatch, capsy
     monkeypatch.setattr(launch, "start", lambda recipe, config: (_ for _ in ()).throw(died))
     monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "verl_ascend", "train", "trainer.total_training_steps=3", "data.path=a b"])
     monkeypatch.delenv("DRY_RUN", raising=False)
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
     assert launch.launch(RECIPE, config) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("[verl-ascend] error: Ray actor WorkerDict (pid 4242, node 10.0.0.7) died")
-    assert err.rstrip().endswith("run the same command again: python -m verl_ascend train "
-                                 "trainer.total_training_steps=3 'data.path=a b'")
+    assert err.rstrip().endswith(f"run the same command again: VERL_ASCEND_OUTPUT_DIR={root} python -m verl_ascend "
+                                 "train trainer.total_training_steps=3 'data.path=a b'")  # the variable it was given
 
 
 def test_main_prints_the_traceback_of_an_unnamed_fault_then_the_line(recipe_config, monkeypatch, capsys):
@@ -289,6 +310,7 @@ def test_server_health_names_a_killed_engine_process_by_pid_and_signal():
 
 
 def test_rerun_command_is_the_started_command_with_the_interpreter_written_python(monkeypatch):
+    monkeypatch.setattr(faults, "_started_env", {})
     monkeypatch.setattr(sys, "orig_argv", ["/opt/venv/bin/python3.11", "-u", "-m", "verl_ascend", "train",
                                            "--config-name", "dapo_tiny_cpu", "data.path=a b"])
     assert faults.rerun_command() == "python -u -m verl_ascend train --config-name dapo_tiny_cpu 'data.path=a b'"
@@ -297,6 +319,24 @@ def test_rerun_command_is_the_started_command_with_the_interpreter_written_pytho
 
 
 def test_rerun_command_of_the_console_script_is_what_the_user_typed(monkeypatch):
+    monkeypatch.setattr(faults, "_started_env", {})
     monkeypatch.setattr(sys, "orig_argv", ["/opt/venv/bin/python3.11", "/opt/venv/bin/verl-ascend", "train",
                                            "trainer.total_training_steps=3"])
     assert faults.rerun_command() == "verl-ascend train trainer.total_training_steps=3"
+
+
+def test_rerun_command_repeats_the_variables_of_ours_this_start_was_given(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "orig_argv", ["/opt/venv/bin/python3.11", "/opt/venv/bin/verl-ascend", "train"])
+    monkeypatch.setattr(faults, "_started_env", None)
+    for name in faults.ours_set(os.environ):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("VERL_ASCEND_OUTPUT_DIR", str(tmp_path / "my out"))
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "/data/m.jsonl")
+    monkeypatch.setenv("VERL_ASCEND_DOCTOR_STRICT", "")  # set but empty: says nothing
+    monkeypatch.setenv("VERL_ASCEND_RUN_DIR", "/wire/set/by/us")  # ours to our own processes: never repeated
+    monkeypatch.setenv("HOME_GROWN", "x")  # not ours
+    faults.remember_environment()
+    monkeypatch.setenv("VERL_ASCEND_METRICS_APPEND", "1")  # exported by the launch after it: not the user's
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "/exported/by/prepare.jsonl")
+    assert faults.rerun_command() == (f"VERL_ASCEND_OUTPUT_DIR='{tmp_path}/my out' VERL_FILE_LOGGER_PATH=/data/m.jsonl "
+                                      "verl-ascend train")
