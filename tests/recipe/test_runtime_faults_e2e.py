@@ -140,7 +140,8 @@ def test_vllm_engine_core_killed_behind_its_live_server_is_named_by_the_watchdog
     assert ": rollout server died during generation: replica 0" in last, text[-4000:]
     assert (f"[engine process EngineCore (pid {pid}) was killed by SIGKILL; the server actor (pid {server.pid}) "
             "is alive, its engine reports dead]") in last, last
-    assert "To resume from it, fix the cause and run the same command again" in last
+    # killed in step 1 (no complete checkpoint, step 1's prompts recorded): the plain rerun would be refused
+    assert "run the same command with fault_tolerance.start_over=true" in last, last
 
 
 def test_memory_monitor_kill_is_named_with_the_threshold_variable(tmp_path):

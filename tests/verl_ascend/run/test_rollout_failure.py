@@ -219,6 +219,8 @@ def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_pa
                            "(hf-replica-0) [Ray actor HFRolloutServer ("), text[-4000:]
     assert f"pid {pid}, node " in last and "died: its process ended without a word: killed by a signal" in last, last
     prefix = faults.assignments(faults.ours_set(env))  # the variables of ours the run was given, repeated
-    assert f"To resume from it, fix the cause and run the same command again: {prefix} python -m verl_ascend train" in last
+    # step 1's prompts are recorded and no checkpoint is complete: a plain rerun would be refused (run_guard)
+    assert "A rerun trains from step 1 and needs fault_tolerance.start_over=true" in last, last
+    assert f"run the same command with fault_tolerance.start_over=true: {prefix} python -m verl_ascend train" in last
     metrics = run_dir / "metrics.jsonl"
     assert not metrics.exists() or metrics.read_text() == ""  # the failed step logged nothing
