@@ -217,6 +217,8 @@ HYDRA_QUIET = {
     "hydra.output_subdir": "hydra.output_subdir=null",
     "hydra/job_logging": "hydra/job_logging=stdout",
 }
+
+
 def _train_help(recipe: Recipe) -> str:
     """``verl-ascend train --help``: Hydra parses the real arguments; this parser only explains them."""
     from verl_ascend.cli import parser
