@@ -38,3 +38,8 @@ class Phase:
     def dominant(self) -> Term | None:
         terms = self.resident + self.active
         return max(terms, key=lambda t: t.bytes) if terms else None
+
+
+class PlanInputError(ValueError):
+    """Input the plan cannot use (a model folder without config.json, an unknown architecture, a device
+    memory of 0 or a string): the message names every key or file at fault and what would be accepted."""
