@@ -48,7 +48,7 @@ if str(REPO) not in sys.path:
 
 from tests.recipe.fault_helpers import (  # noqa: E402
     SMALL_STEPS, RecipeRun, alive, fill, last_line, lock_free, process_titled, read_json, read_jsonl, recipe_env,
-    size_limited_tmpfs, snapshot, train_steps, vllm_env,
+    session_processes, size_limited_tmpfs, snapshot, train_steps, vllm_env,
 )
 
 STEPS = 3
@@ -391,9 +391,9 @@ def _step_marked(lab: Lab, step: int):
     return lambda: (lab.ckpt / f"global_step_{step}" / MARKER).exists()
 
 
-def _resumes(lab: Lab, start: Start, kept: int, name: str = "resumed") -> list[Check]:
-    """The same command again: it resumes after the ``kept`` step and finishes."""
-    final = lab.finish(lab.launch(name), name)
+def _resumes(lab: Lab, start: Start, kept: int, name: str = "resumed", *extra: str) -> list[Check]:
+    """The same command again (``extra``: the start's own overrides): it resumes after the ``kept`` step and finishes."""
+    final = lab.finish(lab.launch(name, *extra), name)
     lab.finished = final.rc == 0
     resumed = [r.get("resume_step") for r in read_jsonl(lab.run_dir / "resume.jsonl")]
     return [check_exit(final, 0), Check(f"resumed_after_step_{kept}", resumed[-1:] == [kept] and kept >= 1,
@@ -522,6 +522,43 @@ def worker_oom(lab: Lab) -> list[Check]:
     return [check_exit(stopped, 1), *_resumes(lab, stopped, 1)]
 
 
+def standalone_server_kill(lab: Lab) -> list[Check]:
+    """kill -9 of the standalone rollout pool's server in separate_async while step 2 generates: the last
+    line names the dead server and the same command resumes after step 1; upstream's agent-loop tracebacks about it stay off the console, kept in
+    the run folder (seam row agent_loop_dead_actor_log), and the line above the last one says where."""
+    mode = ("trainer.v1.trainer_mode=separate_async", "fault_tolerance.rollout_timeout_s=120")
+    run = lab.launch("server_killed", *mode)
+    try:
+        lab.at(run, 2, "rollout")
+        servers = [p for p in session_processes(run.sid) if _title(p).startswith("ray::HFRolloutServer")]
+        if len(servers) < 2:
+            raise RuntimeError(f"expected the trainer pool's and the standalone pool's servers, found {len(servers)}")
+        max(servers, key=lambda p: p.create_time()).kill()  # the standalone pool starts after the trainer pool
+        stopped = lab.finish(run, "server_killed", timeout=300, expect=[
+            r"rollout server died during generation: replica 1", r"Kept: .*global_step_1 ", RERUN])
+    finally:
+        if run.alive():
+            run.kill_tree()
+    console = Path(stopped.log).read_text(errors="replace")
+    kept = lab.run_dir / "worker_errors.log"
+    lines = [line for line in console.splitlines() if line.strip()]
+    quiet = "ActorDiedError" not in console and "Traceback" not in console
+    named = kept.exists() and len(lines) > 1 and f"kept in {kept}" in lines[-2]
+    return [check_exit(stopped, 1), *_resumes(lab, stopped, 1, "resumed", *mode),
+            Check("tracebacks_kept_off_console", quiet and named,
+                  f"console tracebacks: {console.count('Traceback')}; kept file: {kept.exists()}; "
+                  f"line above the last: {lines[-2][:160] if len(lines) > 1 else ''}")]
+
+
+def _title(proc) -> str:
+    import psutil
+
+    try:
+        return (proc.cmdline() or [""])[0]
+    except psutil.Error:
+        return ""
+
+
 class Skip(Exception):
     """The fault cannot be injected on this machine (the reason is recorded)."""
 
@@ -548,6 +585,8 @@ FAULTS = (
     Fault("disk_full", "no space left during a checkpoint save (a 256 MiB tmpfs as the checkpoint folder)", disk_full),
     Fault("engine_core_kill", "kill -9 of the vLLM engine-core process behind a live server (rollout.name=vllm)",
           engine_core_kill),
+    Fault("standalone_server_kill", "kill -9 of separate_async's standalone rollout server mid-step: one clean "
+          "line, upstream's tracebacks kept in the run folder", standalone_server_kill),
     Fault("worker_oom", "a training worker SIGKILLed (what the OOM killer does) mid-update", worker_oom),
     Fault("mode_changed", "a sync run started again in colocate_async: refused before Ray, then the same mode",
           mode_changed),

@@ -185,7 +185,7 @@ def report_failure(config: DictConfig, exc: BaseException) -> int:
     cannot name gets its traceback first. Returns ``exits.FAILED``."""
     import traceback
 
-    from verl_ascend.run import faults
+    from verl_ascend.run import faults, files, worker_log
 
     _stop_ray()
     site = faults.site_of(config)
@@ -193,6 +193,9 @@ def report_failure(config: DictConfig, exc: BaseException) -> int:
     if line is None:
         traceback.print_exception(exc, file=sys.stderr)
         line = faults.unnamed_failure(exc, site)
+    kept = worker_log.kept_summary(os.environ.get(files.ENV_RUN_DIR))
+    if kept:
+        print(f"[verl-ascend] note:{kept}", file=sys.stderr, flush=True)
     print(f"[verl-ascend] error: {line}", file=sys.stderr, flush=True)
     return exits.FAILED
 

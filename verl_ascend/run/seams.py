@@ -11,6 +11,20 @@ from verl_ascend.seams.index import HasAttr, Seam, SourceContains
 
 SEAMS: tuple[Seam, ...] = (
     Seam(
+        id="agent_loop_dead_actor_log",
+        kind="runtime-patch", stage="plugin", install="verl_ascend.run.worker_log:install",
+        target=(
+            "the logger of verl.trainer.ppo.v1.agent_loop_tq (logging.getLogger(__name__)) and the per-session "
+            "exc_info records of AgentLoopWorkerTQ._run_prompt (verl==0.9.1); Ray's RayActorError"
+        ),
+        test="tests/verl_ascend/run/test_worker_log.py",
+        code="verl_ascend/run/worker_log.py",
+        fingerprints={
+            "verl.trainer.ppo.v1.agent_loop_tq:AgentLoopWorkerTQ._run_prompt": "2adabe2def267da2",
+            "verl.trainer.ppo.v1.agent_loop_tq#logger = logging.getLogger": "0dc8128bee435d5e",
+        },
+    ),
+    Seam(
         id="file_logger_append",
         kind="runtime-patch", stage="trainer", install="verl_ascend.run.metrics_append:install_metrics_append",
         removable_if=(SourceContains("verl.utils.tracking:FileLogger.__init__", '"ab"'),),

@@ -224,3 +224,9 @@ def test_recipe_step_fails_clearly_when_the_rollout_server_dies(tiny_dir, tmp_pa
     assert f"run the same command with fault_tolerance.start_over=true: {prefix} python -m verl_ascend train" in last
     metrics = run_dir / "metrics.jsonl"
     assert not metrics.exists() or metrics.read_text() == ""  # the failed step logged nothing
+    # upstream's agent-loop tracebacks about the dead server stay off the console, kept in the run folder
+    assert "ActorDiedError" not in text, text[-6000:]
+    kept = run_dir / "worker_errors.log"
+    if kept.exists():
+        assert "ActorDiedError" in kept.read_text()
+        assert f"kept in {kept}, not repeated here." in text.splitlines()[-2], text[-2000:]
