@@ -46,7 +46,7 @@ setup(
         "verl.plugins": [
             "cpu = verl.cpu.plugin:register",
             "ascend = verl.ascend.plugin:register",
-            "verl_ascend = verl_ascend.run.plugin:register",
+            "verl_ascend = verl_ascend.run.worker_log:register",
         ],
         # Config-check rules of a backend or recipe, registered with the neutral verl_ascend.checks.
         "verl_ascend.checks": [

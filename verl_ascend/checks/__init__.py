@@ -1,7 +1,7 @@
 """The one validation pipeline: every check of a run's config and inputs, as rules yielding findings.
 
 ``validate(config, environ, inputs=...)`` runs, in one pass, every rule: the built-in ones (this
-package's ``rules_*.py``: launch checks and, with ``inputs=True``, the run's files (``rules_preflight``),
+package's ``rules_*.py``: launch checks and, with ``inputs=True``, the run's files (``preflight``),
 what upstream's config objects hold (``rules_effective``), rollout engine, reward path, dynamic
 sampling, FSDP switches, batch and card arithmetic (``rules_layout``), what upstream's asynchronous
 trainer modes assert inside Ray (``rules_async``), what upstream's replay buffer asserts and what its
@@ -46,7 +46,7 @@ from verl_ascend.checks import (
     rules_context,
     rules_effective,
     rules_engine,
-    rules_preflight,
+    preflight,
     rules_fsdp,
     rules_layout,
     rules_profiling,
@@ -66,7 +66,7 @@ ENTRY_POINT_GROUP = "verl_ascend.checks"
 
 Rule = Callable[[ConfigView], Iterable[Finding]]
 BUILTIN_RULES: tuple[Rule, ...] = (
-    *rules_preflight.RULES,
+    *preflight.RULES,
     *rules_effective.RULES,
     *rules_engine.RULES,
     *rules_reward.RULES,

@@ -3,8 +3,9 @@ minutes of cluster start-up, with a message naming the key, file or row at fault
 
 Upstream checks most of this too, but deep inside Ray actors (an assertion in a worker's
 traceback) or only after the cluster has started. Each check raises ``PreflightError`` naming the
-culprit; ``rules_preflight.py`` makes each one a rule of the one pipeline
-(``verl_ascend.checks.validate``), which reports every culprit at once. The batch arithmetic is the
+culprit; :data:`RULES` (at the end) makes each one a rule of the one pipeline
+(``verl_ascend.checks.validate``), which reports every culprit at once: the message becomes an error
+finding unchanged, and upstream's ``validate_config`` assertion one that quotes what upstream said. The batch arithmetic is the
 layout rule ``rules_layout.batch_divisibility`` (one formula, with Ulysses).
 
 These checks know upstream verl's config only (model, data, upstream's own validation); the recipe
@@ -18,6 +19,8 @@ import json
 import os
 
 from omegaconf import DictConfig
+
+from verl_ascend.checks.pipeline import INPUTS, from_check
 
 
 class PreflightError(ValueError):
@@ -108,3 +111,13 @@ def check_upstream_objects(config: DictConfig) -> None:
         build_upstream_configs(config)
     except UpstreamConfigError as exc:
         raise PreflightError(str(exc)) from exc
+
+
+# -- the checks above as rules of the one pipeline (upstream's config dataclasses are built by
+# rules_effective.upstream_config_objects, a gate rule)
+
+upstream_validate_config = from_check("upstream_validate_config", run_upstream_validation, (PreflightError,))
+model_unusable = from_check("model_unusable", check_model, (PreflightError,), stage=INPUTS)
+data_rows_bad = from_check("data_rows_bad", check_data, (PreflightError,), stage=INPUTS, needs=("model_unusable",))
+
+RULES = (model_unusable, data_rows_bad, upstream_validate_config)

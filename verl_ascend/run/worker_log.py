@@ -12,6 +12,11 @@ filter on upstream's logger appends each record whose exception is Ray's actor d
 ``<run dir>/worker_errors.log`` and keeps it off stderr. Every other record, and every record when the file
 cannot be written, passes unchanged. The driver's last line names the file and the count
 (:func:`kept_summary`). Retire the row when upstream logs a dead server once per worker, not per request.
+
+This module is also the toolkit's ``verl.plugins`` entry point (loaded at every ``import verl``): the
+toolkit's own ``plugin``-stage rows must act in every process on every node, on a CPU and on an NPU
+alike, so neither backend's plugin is their place. Importing it installs them (:func:`register`); each
+installer returns at once in a process that is not part of a run launched by ``verl-ascend train``.
 """
 
 from __future__ import annotations
@@ -84,3 +89,13 @@ def kept_summary(run_dir: Optional[str]) -> str:
         return ""
     return (f" Upstream's agent-loop workers logged {count} traceback(s) of requests to the dead actor: kept in "
             f"{path}, not repeated here.")
+
+
+def register() -> None:
+    """Install the toolkit's ``plugin``-stage seam rows (idempotent; upstream imports entry points, never calls them)."""
+    from verl_ascend.seams import install
+
+    install("plugin", owner="verl_ascend")
+
+
+register()
