@@ -248,3 +248,13 @@ def test_second_run_is_refused_by_the_lock_before_any_check(entry, tmp_path, mon
              "(the first)")
     assert checked == [] and entry.started == []
     assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+
+
+def test_a_start_with_a_warning_shows_it_before_ray(entry):
+    """A warning does not stop the start, but `verl-ascend train` prints it (rule, message) before Ray starts."""
+    r = entry("actor_rollout_ref.hybrid_engine=false")  # read by separate_async only; the tiny config is sync
+    code, text = r.returncode, r.stdout + r.stderr
+    assert code == 0 and len(entry.started) == 1, text[-3000:]
+    assert "[verl-ascend] warning: hybrid_engine_off: actor_rollout_ref.hybrid_engine=false with " in text, text[-3000:]
+    quiet = entry()
+    assert quiet.returncode == 0 and "[verl-ascend] warning:" not in quiet.stdout + quiet.stderr

@@ -141,6 +141,21 @@ def check(config: DictConfig) -> None:
     refused = checks.refusal(found, checks.strict_of(config))
     if refused is not None:
         raise PreflightError(str(refused))
+    _say_what_starts_anyway(found)
+
+
+def _say_what_starts_anyway(found) -> None:
+    """Warnings do not stop a start, but the user who typed ``verl-ascend train`` must see them before
+    Ray's output buries the top of the screen: each one, then how many notes the doctor would list."""
+    from verl_ascend.checks.findings import INFO, WARN
+
+    for finding in found:
+        if finding.severity == WARN:
+            print(f"[verl-ascend] warning: {finding.rule}: {finding.message}", file=sys.stderr, flush=True)
+    notes = sum(f.severity == INFO for f in found)
+    if notes:
+        print(f"[verl-ascend] {notes} note(s) from the checks: `verl-ascend doctor` with the same overrides lists them",
+              file=sys.stderr, flush=True)
 
 
 def _external_modules(recipe: Recipe) -> str:
