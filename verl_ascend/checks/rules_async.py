@@ -13,6 +13,8 @@ the keys and their values:
 - ``separate_async_rollout_pool``: ``actor_rollout_ref.rollout.nnodes > 0`` and ``n_gpus_per_node > 0``
   (upstream's assertions), and the standalone pool holds at least one rollout replica
   (``LLMServerManager`` makes ``pool // (TP x DP x PP)`` replicas: 0 means nothing ever generates);
+- ``separate_async_nodes``: the two pools never share a node: their total said, refused above the cluster a
+  launch script declares (``VERL_ASCEND_CLUSTER_NNODES``);
 - ``separate_async_engine``: ``actor_rollout_ref.rollout.checkpoint_engine.backend != "naive"``;
 - ``separate_async_reward_model``: a reward model in ``separate_async`` needs its own resource pool;
 - ``separate_async_hybrid_switch``: ``hybrid_rollout.enable_switch`` with rollout disaggregation
@@ -71,6 +73,26 @@ def _filled_at_launch(view: ConfigView, key: str) -> str | None:
     return _LAUNCH_DEFAULTS.get(str(device), {}).get(key)
 
 
+# key -> [(value, preset that sets it)]; see register_preset_values.
+_PRESET_VALUES: dict[str, list[tuple[object, str]]] = {}
+UPSTREAM_SYNC_STEP_DEFAULT = 4  # trainer.v1.separate_async.parameter_sync_step in verl 0.9.1's ppo_trainer.yaml
+
+
+def register_preset_values(origin: str, values: dict[str, object]) -> None:
+    """A recipe declares the values its presets set (key -> value), so that a refusal can say where the value
+    in it probably came from: a preset sized for the recipe's own batch, appended to someone else's script."""
+    for key, value in values.items():
+        known = _PRESET_VALUES.setdefault(key, [])
+        if (value, origin) not in known:
+            known.append((value, origin))
+
+
+def preset_origin(view: ConfigView, key: str) -> str | None:
+    """The preset whose value ``key`` holds, if one sets that very value (a user may also have typed it)."""
+    value = view.get(key)
+    return next((origin for v, origin in _PRESET_VALUES.get(key, ()) if v == value), None)
+
+
 def separate_async_batch(view: ConfigView) -> Iterator[Finding]:
     """``train_batch_size == parameter_sync_step * ppo_mini_batch_size`` (upstream asserts it in the task runner)."""
     if mode_of(view) != SEPARATE:
@@ -95,11 +117,14 @@ def separate_async_batch(view: ConfigView) -> Iterator[Finding]:
     if train % step == 0:
         options.append(f"{ACTOR}.ppo_mini_batch_size={train // step}")
     options.append(f"data.train_batch_size={step * mini}")
+    origin = preset_origin(view, SYNC_STEP)
+    whence = (f" ({SYNC_STEP}={step} is the value of the preset {origin}, sized for the recipe's own batch; "
+              f"upstream's default is {UPSTREAM_SYNC_STEP_DEFAULT})" if origin else "")
     yield Finding(
         "separate_async_batch", ERROR,
         f"upstream's separate_async trainer asserts train_batch_size == parameter_sync_step * ppo_mini_batch_size "
         f"({UPSTREAM_SEPARATE}), inside Ray; here data.train_batch_size={train}, {SYNC_STEP}={step}, "
-        f"{ACTOR}.ppo_mini_batch_size={mini}: {step} x {mini} = {step * mini} != {train}",
+        f"{ACTOR}.ppo_mini_batch_size={mini}: {step} x {mini} = {step * mini} != {train}{whence}",
         keys, accepted=" or ".join(options),
     )
 
@@ -172,6 +197,50 @@ def separate_async_rollout_pool(view: ConfigView) -> Iterator[Finding]:
             f"(TP {tp} x DP {dp} x PP {pp}): {pool % replica} card(s) stay idle", keys,
             accepted=f"a multiple of {replica} cards",
         )
+
+
+CLUSTER_NNODES = "VERL_ASCEND_CLUSTER_NNODES"
+
+
+def separate_async_nodes(view: ConfigView) -> Iterator[Finding]:
+    """The nodes ``separate_async`` takes: its trainer pool and its standalone rollout pool never share one.
+
+    Said as a total, with the preset named where a pool's size is the preset's; refused when a launch script
+    declares its cluster (``VERL_ASCEND_CLUSTER_NNODES``) and the two pools need more nodes than it has."""
+    if mode_of(view) != SEPARATE:
+        return
+    trainer, rollout = view.get_int("trainer.nnodes"), view.get_int(f"{ROLLOUT}.nnodes")
+    if not trainer or not rollout or trainer <= 0 or rollout <= 0:
+        return  # unset or out of range: separate_async_rollout_pool and the typed-key rules name it
+    origin = preset_origin(view, f"{ROLLOUT}.nnodes")
+    total = trainer + rollout
+    split = (f"trainer.nnodes={trainer} + {ROLLOUT}.nnodes={rollout}"
+             f"{f' (the preset {origin})' if origin else ''} = {total} nodes")
+    keys = ("trainer.nnodes", f"{ROLLOUT}.nnodes")
+    cluster = _cluster_nodes(view)
+    if cluster is not None and total > cluster:
+        room = cluster - rollout
+        yield Finding(
+            "separate_async_nodes", ERROR,
+            f"separate_async places its trainer pool and its rollout pool on different nodes: {split}, but "
+            f"{CLUSTER_NNODES}={cluster} (the launch's NNODES): Ray cannot place {total - cluster} node(s) of it "
+            "and the job waits for resources that never come", keys,
+            accepted=(f"trainer.nnodes <= {room} with this rollout pool" if room > 0 else
+                      f"a rollout pool of fewer than {cluster} nodes") + " (the launch script's NNODES and ROLLOUT_NNODES "
+                     "split the cluster when trainer.nnodes is not given)",
+        )
+    elif cluster is not None and total < cluster:
+        yield Finding("separate_async_nodes", WARN,
+                      f"separate_async takes {split} of the {cluster} nodes of the launch ({CLUSTER_NNODES}): "
+                      f"{cluster - total} node(s) stay idle", keys, accepted=f"trainer.nnodes={cluster - rollout}")
+    else:
+        yield Finding("separate_async_nodes", INFO, f"separate_async takes {split} (trainer and rollout pools "
+                      "never share a node)", keys)
+
+
+def _cluster_nodes(view: ConfigView) -> int | None:
+    raw = view.environ.get(CLUSTER_NNODES, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def separate_async_engine(view: ConfigView) -> Iterator[Finding]:
@@ -392,13 +461,15 @@ def checkpoint_engine_unknown(view: ConfigView) -> Iterator[Finding]:
     )
 
 
-for _rule in (separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_engine,
+for _rule in (separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_nodes,
+              separate_async_engine,
               separate_async_reward_model, separate_async_hybrid_switch, separate_async_hybrid_off_crash,
               checkpoint_engine_unknown):
     tag(_rule, launch=True)  # upstream would refuse these inside Ray: VERL_ASCEND_DOCTOR=0 keeps them
 
 RULES = (
-    separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_engine,
+    separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_nodes,
+    separate_async_engine,
     separate_async_reward_model, separate_async_hybrid_switch, separate_async_hybrid_off_crash, hybrid_engine_off,
     warmup_batches_range, checkpoint_engine_unknown,
 )

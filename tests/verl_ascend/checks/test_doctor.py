@@ -256,7 +256,7 @@ def test_overlong_keys_fine_when_shaping_off_or_default(npu):
 @pytest.mark.parametrize(
     "updates",
     [
-        {"reward.reward_kwargs.overlong_buffer_cfg.len": 20480},
+        {"reward.reward_kwargs.overlong_buffer_cfg.len": 20481},
         {"reward.reward_kwargs.overlong_buffer_cfg.len": 0},
         {"data.max_response_length": 1234},
         {"reward.reward_kwargs.max_resp_len": None},
@@ -264,6 +264,13 @@ def test_overlong_keys_fine_when_shaping_off_or_default(npu):
 )
 def test_overlong_buffer_too_long(npu, updates):
     assert "overlong_buffer_too_long" in rules(variant(npu, updates), severity="error")
+
+
+def test_overlong_buffer_as_long_as_the_budget_is_only_warned(npu):
+    """Upstream asserts max_resp_len >= len, so len == max_resp_len starts (upstream's 4K DAPO script)."""
+    equal = variant(npu, {"reward.reward_kwargs.overlong_buffer_cfg.len": 20480})
+    assert "overlong_buffer_too_long" in rules(equal, severity="warn")
+    assert "overlong_buffer_too_long" not in rules(equal, severity="error")
 
 
 def test_overlong_buffer_fine(npu):
