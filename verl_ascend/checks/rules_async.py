@@ -12,7 +12,8 @@ the keys and their values:
   ``train_batch_size % parameter_sync_step == 0`` (a mode other than separate_async whose section sets it);
 - ``separate_async_rollout_pool``: ``actor_rollout_ref.rollout.nnodes > 0`` and ``n_gpus_per_node > 0``
   (upstream's assertions), and the standalone pool holds at least one rollout replica
-  (``LLMServerManager`` makes ``pool // (TP x DP x PP)`` replicas: 0 means nothing ever generates);
+  (``LLMServerManager`` makes ``pool // replica`` replicas, a replica TP x DP x PP cards, with prefill/decode
+  disaggregation (TP x prefill_replicas + decode TP x decode_replicas) x DP x PP: 0 means nothing ever generates);
 - ``separate_async_nodes``: the two pools never share a node: their total said, refused above the cluster a
   launch script declares (``VERL_ASCEND_CLUSTER_NNODES``);
 - ``separate_async_engine``: ``actor_rollout_ref.rollout.checkpoint_engine.backend != "naive"``;
@@ -21,14 +22,16 @@ the keys and their values:
   (upstream's ``ValueError``), and with ``hybrid_engine=false`` (upstream switches it off with a log line);
 - ``hybrid_engine_off``: ``actor_rollout_ref.hybrid_engine=false`` is read by ``separate_async`` only;
 - ``separate_async_hybrid_off_crash``: in ``separate_async`` that same key stops upstream's own ``_setup``
-  inside Ray where upstream's source logs with ``logger.info(..., flush=True)`` (verl 0.9.1: ``TypeError``);
+  inside Ray where upstream's source logs with ``logger.info(..., flush=True)`` (verl 0.9.1: ``TypeError``)
+  and that logger emits INFO (``VERL_LOGGING_LEVEL``, upstream's default INFO; WARN is the way out);
   read from the installed source, so the refusal ends when upstream drops the keyword;
 - ``checkpoint_engine_unknown``: a backend name upstream's ``CheckpointEngineRegistry`` does not know
   (read from upstream's source: the ``@CheckpointEngineRegistry.register("...")`` decorators) and the engine
   module in effect does not register either (``engine_modules``: the user's ``custom_backend_module``, else
   the one the device's platform names at launch); ``hccl`` gets the hint that upstream's HCCL engine
   registers as ``nccl``;
-- ``warmup_batches_range``: ``num_warmup_batches >= 0`` in ``colocate_async`` / ``separate_async``.
+- ``warmup_batches_range``: ``num_warmup_batches`` a number in ``colocate_async`` / ``separate_async``; below 0 a
+  warning (upstream does not refuse it: it skips any value <= 0, as it does 0).
 
 Keys a device's platform fills in before these checks run at launch (the CPU platform supplies the
 rollout pool and the weight-sync engine in ``separate_async``: ``verl/cpu/config_defaults.py``, applied
@@ -177,16 +180,13 @@ def separate_async_rollout_pool(view: ConfigView) -> Iterator[Finding]:
     if not sizes["nnodes"] or not sizes["n_gpus_per_node"]:
         return
     pool = sizes["nnodes"] * sizes["n_gpus_per_node"]
-    tp = view.get_int(f"{ROLLOUT}.tensor_model_parallel_size", 1) or 1
-    dp = view.get_int(f"{ROLLOUT}.data_parallel_size", 1) or 1
-    pp = view.get_int(f"{ROLLOUT}.pipeline_model_parallel_size", 1) or 1
-    replica = tp * dp * pp
-    keys = (f"{ROLLOUT}.nnodes", f"{ROLLOUT}.n_gpus_per_node", f"{ROLLOUT}.tensor_model_parallel_size")
+    replica, shape, shape_keys = replica_cards(view)
+    keys = (f"{ROLLOUT}.nnodes", f"{ROLLOUT}.n_gpus_per_node", *shape_keys)
     if pool < replica:
         yield Finding(
             "separate_async_rollout_pool", ERROR,
             f"the standalone rollout pool has {pool} card(s) ({ROLLOUT}.nnodes x n_gpus_per_node) but one replica "
-            f"takes TP {tp} x DP {dp} x PP {pp} = {replica}: upstream's LLMServerManager makes {pool} // {replica} = 0 "
+            f"takes {shape} = {replica}: upstream's LLMServerManager makes {pool} // {replica} = 0 "
             "standalone replicas and the trainer waits for samples that never come", keys,
             accepted=f"a rollout pool of at least {replica} cards, a multiple of {replica}",
         )
@@ -194,9 +194,33 @@ def separate_async_rollout_pool(view: ConfigView) -> Iterator[Finding]:
         yield Finding(
             "separate_async_rollout_pool", WARN,
             f"the standalone rollout pool has {pool} cards, not a multiple of the {replica} cards of one replica "
-            f"(TP {tp} x DP {dp} x PP {pp}): {pool % replica} card(s) stay idle", keys,
+            f"({shape}): {pool % replica} card(s) stay idle", keys,
             accepted=f"a multiple of {replica} cards",
         )
+
+
+DISAGG = f"{ROLLOUT}.disaggregation"
+
+
+def replica_cards(view: ConfigView) -> tuple[int, str, tuple[str, ...]]:
+    """Cards of one rollout replica as upstream's ``LLMServerManager`` counts them
+    (``verl/workers/rollout/llm_server.py``): TP x DP x PP, and with prefill/decode disaggregation
+    (TP x prefill_replicas + decode TP x decode_replicas) x DP x PP, decode TP defaulting to TP.
+    Returns (cards, the product written out, the keys in it)."""
+    tp = view.get_int(f"{ROLLOUT}.tensor_model_parallel_size", 1) or 1
+    dp = view.get_int(f"{ROLLOUT}.data_parallel_size", 1) or 1
+    pp = view.get_int(f"{ROLLOUT}.pipeline_model_parallel_size", 1) or 1
+    keys = (f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.data_parallel_size")
+    if not view.get_bool(f"{DISAGG}.enabled"):
+        return tp * dp * pp, f"TP {tp} x DP {dp} x PP {pp}", keys
+    prefill = view.get_int(f"{DISAGG}.prefill_replicas", 1) or 1
+    decode = view.get_int(f"{DISAGG}.decode_replicas", 1) or 1
+    decode_tp = view.get_int(f"{DISAGG}.decode_tensor_model_parallel_size") or tp
+    cards = (tp * prefill + decode_tp * decode) * dp * pp
+    shape = (f"(prefill TP {tp} x {prefill} + decode TP {decode_tp} x {decode}) x DP {dp} x PP {pp} "
+             f"({DISAGG}.enabled=true)")
+    return cards, shape, (*keys, f"{DISAGG}.prefill_replicas", f"{DISAGG}.decode_replicas",
+                          f"{DISAGG}.decode_tensor_model_parallel_size")
 
 
 CLUSTER_NNODES = "VERL_ASCEND_CLUSTER_NNODES"
@@ -335,26 +359,57 @@ def separate_async_setup_logs_with_flush() -> bool:
     return False
 
 
+LOG_LEVEL = "VERL_LOGGING_LEVEL"  # upstream's: trainer_separate_async.py sets its module logger to it, "INFO" if unset
+RAY_ENV_LOG_LEVEL = f"ray_kwargs.ray_init.runtime_env.env_vars.{LOG_LEVEL}"
+
+
+def trainer_log_level(view: ConfigView) -> tuple[str, str]:
+    """The level upstream's separate_async module logger gets in the task runner, and where it comes from:
+    the job's Ray ``runtime_env``, else the launching shell (a driver-local Ray inherits it), else upstream's
+    default ``INFO``."""
+    from_config = view.get(RAY_ENV_LOG_LEVEL)
+    if from_config not in (None, ""):
+        return str(from_config).upper(), RAY_ENV_LOG_LEVEL
+    if view.environ.get(LOG_LEVEL):
+        return view.environ[LOG_LEVEL].upper(), f"{LOG_LEVEL} in the environment"
+    return "INFO", f"{LOG_LEVEL} unset (upstream's default INFO)"
+
+
+def _logs_info(level: str) -> bool:
+    import logging
+
+    number = logging.getLevelName(level)
+    return not isinstance(number, int) or number <= logging.INFO  # an unknown name: upstream's setLevel raises
+
+
 def separate_async_hybrid_off_crash(view: ConfigView) -> Iterator[Finding]:
-    """``hybrid_engine=false`` in ``separate_async`` where upstream's ``_setup`` would die on its own log line."""
+    """``hybrid_engine=false`` in ``separate_async`` where upstream's ``_setup`` would die on its own log line:
+    only while that logger emits INFO (``Logger.info`` checks the level before it looks at the keywords)."""
     if mode_of(view) != SEPARATE or view.get_bool("actor_rollout_ref.hybrid_engine", True):
         return
     if not separate_async_setup_logs_with_flush():
         return
+    level, source = trainer_log_level(view)
+    if not _logs_info(level):
+        return
     yield Finding(
         "separate_async_hybrid_off_crash", ERROR,
-        f"actor_rollout_ref.hybrid_engine=false with {MODE}='separate_async': the installed upstream's "
-        f"PPOTrainerSeparateAsync._setup (verl/{SEPARATE_ASYNC_SOURCE}) then logs with logger.info(..., flush=True), "
-        "which Python's logging refuses (TypeError: Logger._log() got an unexpected keyword argument 'flush') "
-        "after Ray, the pools and the model have started",
-        ("actor_rollout_ref.hybrid_engine", MODE),
-        accepted="actor_rollout_ref.hybrid_engine=true (upstream's default: the trainer pool's replicas serve only "
-                 "before the first step unless trainer.v1.separate_async.hybrid_rollout.enable_switch=true)",
+        f"actor_rollout_ref.hybrid_engine=false with {MODE}='separate_async' and the trainer logging at {level} "
+        f"({source}): the installed upstream's PPOTrainerSeparateAsync._setup (verl/{SEPARATE_ASYNC_SOURCE}) then "
+        "logs with logger.info(..., flush=True), which Python's logging refuses (TypeError: Logger._log() got an "
+        "unexpected keyword argument 'flush') after Ray, the pools and the model have started",
+        ("actor_rollout_ref.hybrid_engine", MODE, RAY_ENV_LOG_LEVEL),
+        accepted=f"{LOG_LEVEL}=WARN for the trainer ({RAY_ENV_LOG_LEVEL}=WARN, or exported before a driver-local "
+                 "launch): the line is then skipped; or actor_rollout_ref.hybrid_engine=true (upstream's default: the "
+                 "trainer pool's replicas serve only before the first step unless "
+                 "trainer.v1.separate_async.hybrid_rollout.enable_switch=true)",
     )
 
 
 def warmup_batches_range(view: ConfigView) -> Iterator[Finding]:
-    """``num_warmup_batches`` of the async modes: a number >= 0 (prompts added before the first step)."""
+    """``num_warmup_batches`` of the async modes: a number; below 0 it is not refused by upstream but skipped
+    (``PPOTrainer._add_async_warmup_batches`` returns for ``num_warmup_batches <= 0``), so it warns as what it is:
+    no warmup, the same as 0."""
     mode = mode_of(view)
     if mode not in ASYNC_MODES:
         return
@@ -362,10 +417,15 @@ def warmup_batches_range(view: ConfigView) -> Iterator[Finding]:
     value = view.get(key)
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         yield Finding("warmup_batches_range", ERROR,
-                      f"{key}={value!r}: upstream adds num_warmup_batches x data.train_batch_size prompts before the "
-                      "first step (fractions allowed)", (key,), accepted="a number >= 0")
+                      f"{key}={value!r}: upstream compares it with 0 and multiplies it by data.train_batch_size "
+                      "(prompts added before the first step, fractions allowed)", (key,), accepted="a number >= 0")
+    elif value < 0:
+        yield Finding("warmup_batches_range", WARN,
+                      f"{key}={value!r}: upstream's _add_async_warmup_batches (verl/trainer/ppo/v1/trainer_base.py) "
+                      "skips a value <= 0: no prompts are added before the first step, as with 0", (key,),
+                      accepted="0 for no warmup, or a number > 0 (batches of data.train_batch_size prompts)")
 
 
 # ------------------------------------------------------------------------------ engine names
