@@ -86,6 +86,9 @@ command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON='$PYTHON' not found; set PYT
 # Importable from a checkout even when verl-ascend is not pip-installed.
 export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export DRY_RUN
+# The cluster's node count, for the checks: separate_async's two pools must fit it (a script's own trainer.nnodes
+# among the arguments adds to the rollout pool instead of splitting NNODES).
+export VERL_ASCEND_CLUSTER_NNODES="$NNODES"
 export VERL_ASCEND_OUTPUT_DIR="$OUTPUT_DIR"
 
 if [[ "$DRY_RUN" == "1" ]]; then

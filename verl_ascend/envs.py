@@ -52,6 +52,8 @@ VARIABLES: tuple[EnvVar, ...] = (
            "Treat the checks' warnings as errors (refuse the start)."),
     EnvVar("VERL_ASCEND_DOCTOR_IGNORE", "str", "", "verl_ascend/checks/__init__.py",
            "Comma-separated rule ids whose findings are not reported."),
+    EnvVar("VERL_ASCEND_CLUSTER_NNODES", "int", None, "verl_ascend/checks/rules_async.py",
+           "Nodes of the cluster a launch script starts on (its NNODES): separate_async's two pools must fit them."),
     # -- paths ------------------------------------------------------------------------------------
     EnvVar("VERL_ASCEND_OUTPUT_DIR", "path", "outputs", "verl_ascend/paths.py",
            "Root of a run's files: <dir>/<experiment>/metrics.jsonl, checkpoints, profiles."),

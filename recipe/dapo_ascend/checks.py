@@ -95,6 +95,27 @@ tag(rollout_tail_policy, launch=True)
 RULES = (config_types, trainer_mode_supported, rollout_tail_policy)
 
 
+PRESET_KEYS = ("trainer.v1.separate_async.parameter_sync_step", "actor_rollout_ref.rollout.nnodes")
+
+
+def register_presets() -> None:
+    """The values the recipe's pool presets set, so that a refusal names the preset a value came from
+    (``rules_async.preset_origin``): a preset sized for the recipe's 512/32 batch appended to a user's script."""
+    from pathlib import Path
+
+    import yaml
+    from omegaconf import OmegaConf
+
+    from verl_ascend.checks import rules_async
+
+    for path in sorted((Path(__file__).parent / "config" / "pools").glob("*.yaml")):
+        preset = OmegaConf.create(yaml.safe_load(path.read_text()))
+        values = {key: OmegaConf.select(preset, key) for key in PRESET_KEYS}
+        rules_async.register_preset_values(f"+pools={path.stem} (recipe/dapo_ascend/config/pools/{path.name})",
+                                           {k: v for k, v in values.items() if v is not None})
+
+
 def register_checks() -> None:
     """Entry point (group ``verl_ascend.checks``): the recipe's rules."""
     checks.register(*RULES)
+    register_presets()

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+from pathlib import Path
 
 import pytest
 import torch
 
-from verl.ascend.accept import cli, ops_check, run_check, vllm_env
+from verl.ascend.accept import cli, ops_check, record, run_check, vllm_env
 from verl.ascend.accept.record import FAIL, PASS, SKIPPED, Check, exit_code, write_report
 from verl_ascend.checks.exits import OK, REFUSED
 
@@ -231,3 +232,49 @@ def test_a_vllm_probe_stopped_by_ctrl_c_is_an_interruption(tmp_path, monkeypatch
     monkeypatch.setattr(cli, "_build_tiny", lambda *args: None)
     assert cli.main(["--checks", "vllm_env", "--out", str(tmp_path / "report")]) == 130
     assert "interrupted" in capsys.readouterr().err and not (tmp_path / "report" / "accept.json").exists()
+
+
+def _metrics(folder, steps: dict[int, dict]) -> None:
+    path = folder / run_check.EXPERIMENT / "metrics.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps({"step": s, "data": {"critic/score/mean": 0.5, **d}}) + "\n"
+                            for s, d in steps.items()))
+    (folder / "fused_op_counts").mkdir()
+    (folder / "fused_op_counts" / "7.json").write_text(
+        json.dumps({"pid": 7, "counts": {"rms_norm": 5, "swiglu": 2, "rotary_mul": 1}}))
+
+
+def test_the_separate_async_run_records_each_steps_weight_sync_from_upstreams_timer(tmp_path):
+    _metrics(tmp_path, {1: {"timing_s/update_weights": 11.8}, 2: {"timing_s/update_weights": 12.4}})
+    check = run_check.dapo_check(tmp_path, 0, emulated=False, mode="separate_async")
+    assert check.verdict != FAIL, check.detail
+    assert check.value["weight_sync"] == {
+        "trainer_mode": "separate_async", "metric": "timing_s/update_weights",
+        "what": "HCCL broadcast from trainer rank 0 into the standalone rollout pool", "seconds": {1: 11.8, 2: 12.4}}
+    record.write_report(tmp_path, [check], record.metadata("Ascend NPU"))
+    written = json.loads((tmp_path / record.JSON_NAME).read_text())
+    assert json.dumps(written).count('"timing_s/update_weights"') == 1 and "12.4" in json.dumps(written)
+
+
+def test_a_separate_async_run_without_the_sync_timer_fails_the_check(tmp_path):
+    _metrics(tmp_path, {1: {"timing_s/update_weights": 11.8}, 2: {}})
+    check = run_check.dapo_check(tmp_path, 0, emulated=False, mode="separate_async")
+    assert check.verdict == FAIL
+    assert check.detail == ["no weight-sync time (timing_s/update_weights) for step(s) [2]: the separate_async run "
+                            "is what measures the sync the async guide estimates"]
+    assert run_check.dapo_check(tmp_path, 0, emulated=False).verdict != FAIL  # sync: recorded where present
+
+
+def test_separate_async_adds_a_rollout_pool_and_the_hccl_engine():
+    args = run_check.overrides(Path("/r"), emulated=False, tp=2, mode="separate_async")
+    assert {"trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.rollout.nnodes=1",
+            "actor_rollout_ref.rollout.n_gpus_per_node=2", "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
+            "trainer.v1.separate_async.parameter_sync_step=1"} <= set(args)
+    assert not [a for a in run_check.overrides(Path("/r"), emulated=False, tp=2) if "separate_async" in a]
+
+
+def test_separate_async_on_the_emulator_is_refused_before_anything_runs(tmp_path, capsys):
+    out = tmp_path / "acc"
+    assert cli.main(["--trainer-mode", "separate_async", "--out", str(out)]) == REFUSED
+    assert "the emulator does not have; accepted here: --trainer-mode sync" in capsys.readouterr().err
+    assert not out.exists()

@@ -38,6 +38,39 @@ def test_a_naive_engine_the_user_chose_is_not_what_the_launch_refuses_on_cpu(ent
     assert "separate_async_engine" not in result.stdout + result.stderr
 
 
+DEMO = "dapo_demo_cpu"  # 8 prompts x 16 samples, 4 updates of 2 prompts, parameter_sync_step 4, bypass mode on
+RECOMPUTE = "algorithm.rollout_correction.bypass_mode=false"
+
+
+def test_log_prob_micro_batch_of_each_old_log_prob_pass_is_refused_at_launch(entry):
+    """Recomputed old log-probs in separate_async: each of the 4 local updates of a step recomputes 2 x 16 = 32
+    responses; tiny_cpu's log_prob_micro_batch_size_per_gpu 64 stops upstream's worker at step 1 (measured:
+    'data size must be divisible by force_group_size * micro_batch_size_per_gpu')."""
+    result = entry("trainer.v1.trainer_mode=separate_async", RECOMPUTE, config_name=DEMO)
+    text = result.stdout + result.stderr
+    assert result.returncode == 2, text[-3000:]
+    assert ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=64 does not divide the 32 responses each "
+            "data-parallel rank gets per old-log-prob pass (data.train_batch_size=8 / "
+            f"{SYNC_STEP}=4 prompts") in text
+    assert "accepted: one of [1, 2, 4, 8, 16, 32]" in text and entry.started == []
+
+
+@pytest.mark.parametrize("overrides", [
+    (),  # the demo as shipped: bypass mode reuses the rollout's log-probs, no recomputation pass
+    (RECOMPUTE, "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32"),
+    ("trainer.v1.trainer_mode=sync", RECOMPUTE),  # sync: one pass over 8 x 16 = 128 responses
+], ids=["bypass", "recompute-32", "sync-recompute"])
+def test_log_prob_micro_batch_that_upstream_accepts_passes_the_doctor(tiny_dir, overrides):
+    from recipe.dapo_ascend.main_dapo import RECIPE
+    from verl_ascend.checks import rules_layout
+    from verl_ascend.checks.view import ConfigView
+
+    mode = () if any("trainer_mode" in o for o in overrides) else ("trainer.v1.trainer_mode=separate_async",)
+    view = ConfigView(RECIPE.compose(DEMO, [f"tiny_dir={tiny_dir}", *mode, *overrides]))
+    assert view.get_int("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") in (32, 64)
+    assert not [f for f in rules_layout.batch_divisibility(view) if "log_prob" in f.message]
+
+
 def _script(tmp_path, *args, env=None):
     require_e2e("examples/dapo_qwen25_32b_npu.sh")
     environ = {k: v for k, v in os.environ.items()

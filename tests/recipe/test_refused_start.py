@@ -208,7 +208,8 @@ def finished_run(tmp_path) -> Path:
 
 HISTORY_CASES = [
     # A mistyped checkpoint folder and a config the doctor refuses (the reproduction).
-    (["trainer.default_local_dir=/typo", "reward.reward_kwargs.overlong_buffer_cfg.len=8"], ["overlong"]),
+    # (len 9 > max_resp_len 8: upstream's dapo reward manager asserts when it starts)
+    (["trainer.default_local_dir=/typo", "reward.reward_kwargs.overlong_buffer_cfg.len=9"], ["overlong"]),
     # Valid config, but the run would resume nothing on top of 4 recorded steps.
     (["trainer.default_local_dir={out}/nowhere"], ["holds the history", "up to step 4", "fault_tolerance.start_over=true"]),
     (["trainer.resume_mode=disable"], ["holds the history", "trainer.resume_mode=disable"]),

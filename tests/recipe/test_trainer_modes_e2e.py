@@ -75,6 +75,29 @@ def test_async_mode_trains_with_the_recipes_hooks_on_vllm(tiny_dir, tmp_path, mo
     _check_trained(code, log, metrics, mode, 2)
 
 
+@NEEDS_VLLM
+def test_separate_async_recomputed_old_log_probs_match_the_rollout_at_staleness_0(tiny_dir, tmp_path):
+    """Old log-probs recomputed (``bypass_mode=false``), four local updates a step (the demo's
+    ``parameter_sync_step=4``), samples bounded to the weights of their own step
+    (``max_off_policy_threshold=1``: one model version, staleness 0). Every local update after the first
+    restores π_old, the weights vLLM sampled with, so the recomputation agrees with vLLM's own log-probs to
+    float noise. Before the CPU copy of π_old (seam ``cpu_sharded_snapshot_copies``): 0.96 at step 1."""
+    code, log, metrics = _train(
+        tiny_dir, tmp_path, "separate_async", 3, "algorithm.rollout_correction.bypass_mode=false",
+        "trainer.v1.sampler.max_off_policy_threshold=1",
+        # each old-log-prob pass sees 8 / 4 prompts x 16 samples = 32 responses (the doctor checks it)
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32", rollout="vllm",
+    )
+    train = _check_trained(code, log, metrics, "separate_async", 3)
+    assert "'parameter_sync_step': 4" in log
+    for m in train:
+        d = m["data"]
+        assert d["training/off_policy/trajectory_staleness/max"] == 0, (m["step"], d)
+        assert d["training/rollout_probs_diff_valid"] == 1
+        assert d["training/rollout_probs_diff_max"] < 1e-4, (m["step"], d["training/rollout_probs_diff_max"])
+        assert "actor/entropy" in d  # the recomputation pass ran (it returns the entropy; bypass mode has none)
+
+
 def test_separate_async_killed_and_rerun_loses_nothing(tiny_dir, tmp_path):
     """SIGKILL of every process of the run once step 2's checkpoint exists, then the same command."""
     steps = 4

@@ -29,6 +29,10 @@ Patch:
   adjust the trainer config themselves (a ``PlatformBase.update_config(config)`` called by
   ``auto_set_device``).
 
+- ``verl.utils.fsdp_utils.fsdp2_sharded_save_to_cpu`` (the π_old snapshot of separate_async with old
+  log-probs recomputed) returns shards that alias the live weights on a CPU: the wrapper copies them
+  (``verl.cpu.snapshots``, seam ``cpu_sharded_snapshot_copies``).
+
 The hooks into upstream's vLLM rollout (for vLLM's CPU build) live in ``verl.cpu.vllm_hooks``.
 """
 
@@ -37,7 +41,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from verl.cpu import vllm_hooks
+from verl.cpu import snapshots, vllm_hooks
 from verl_ascend.seams.post_import import main_module, when_imported
 
 ROLLOUT_NAME = "hf"
@@ -122,6 +126,7 @@ def install() -> None:
     when_imported("verl.workers.rollout.base", register_rollout_adapter)
     when_imported("verl.workers.engine.fsdp.transformer_impl", register_fsdp_engines_for_cpu)
     when_imported("verl.utils.distributed", patch_process_group_backend)
+    when_imported("verl.utils.fsdp_utils", snapshots.patch_sharded_save)
     vllm_hooks.install()
     if main_module() in ENTRY_POINTS:
         when_imported("verl.utils.device", patch_auto_set_device)

@@ -170,4 +170,26 @@ SEAMS: tuple[Seam, ...] = (
             "transformers.cache_utils:DynamicCache.__init__": "0b15848703f7edc8",
         },
     ),
+    Seam(
+        id="cpu_sharded_snapshot_copies",
+        kind="runtime-patch", stage="plugin", install="verl.cpu.patches:install",
+        removable_if=(SourceLacks("verl.utils.fsdp_utils:fsdp2_sharded_save_to_cpu", ".detach().cpu()"),),
+        target=(
+            "verl.utils.fsdp_utils.fsdp2_sharded_save_to_cpu (verl==0.9.1), the pi_old snapshot that "
+            "DetachActorWorker.save_model_to_cpu takes for separate_async's recomputed old log-probs"
+        ),
+        test="tests/cpu/test_snapshots.py",
+        code="verl/cpu/snapshots.py",
+        fingerprints={
+            "verl.utils.fsdp_utils:fsdp2_sharded_save_to_cpu": "ecdb335bb1d3948f",
+            "verl.utils.fsdp_utils:fsdp2_sharded_load_from_cpu": "fee0f1bd3e0db181",
+            "verl.experimental.separation.engine_workers:DetachActorWorker._get_strategy_handlers": (
+                "f4f2455155ab4c4d"
+            ),
+            "verl.experimental.separation.engine_workers:DetachActorWorker.save_model_to_cpu": "09d8aaa726371121",
+            "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync._compute_old_log_prob": (
+                "408d056a13b6b719"
+            ),
+        },
+    ),
 )

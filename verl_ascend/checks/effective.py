@@ -157,15 +157,12 @@ def mode_settings(config: DictConfig) -> dict[str, Any]:
         return {}
     device = str(view.get("trainer.device", "cuda"))
     nnodes, per_node = view.get_int("trainer.nnodes", 1) or 0, view.get_int("trainer.n_gpus_per_node", 1) or 0
-    tp = view.get_int(f"{ROLLOUT}.tensor_model_parallel_size", 1) or 1
-    dp = view.get_int(f"{ROLLOUT}.data_parallel_size", 1) or 1
-    pp = view.get_int(f"{ROLLOUT}.pipeline_model_parallel_size", 1) or 1
-    replica = tp * dp * pp
+    replica, shape, _ = rules_async.replica_cards(view)
     out: dict[str, Any] = {trainer_mode.KEY: mode}
     train_cards = nnodes * per_node
     out["trainer pool (trainer.nnodes x trainer.n_gpus_per_node)"] = (
         f"{nnodes} x {per_node} = {train_cards} cards, training workers"
-        + (f" + {train_cards // replica} colocated rollout replica(s) at TP {tp} x DP {dp} x PP {pp}" if where.trainer_rollout else
+        + (f" + {train_cards // replica} colocated rollout replica(s) at {shape}" if where.trainer_rollout else
            " only (actor_rollout_ref.hybrid_engine=false)"))
     step_key = f"trainer.v1.{mode}.parameter_sync_step"
     step = view.get_int(step_key, 1) or 1
@@ -173,7 +170,7 @@ def mode_settings(config: DictConfig) -> dict[str, Any]:
         r_nodes, r_per = view.get_int(f"{ROLLOUT}.nnodes", 0) or 0, view.get_int(f"{ROLLOUT}.n_gpus_per_node", 0) or 0
         out[f"rollout pool ({ROLLOUT}.nnodes x {ROLLOUT}.n_gpus_per_node)"] = (
             f"{r_nodes} x {r_per} = {r_nodes * r_per} cards, {(r_nodes * r_per) // replica} standalone replica(s) at "
-            f"TP {tp} x DP {dp} x PP {pp}")
+            f"{shape}")
         out["cards in all"] = train_cards + r_nodes * r_per
         backend = view.get(f"{rules_async.ENGINE}.backend", "naive")
         resolved = rules_async.engine_class_on(str(backend), device)

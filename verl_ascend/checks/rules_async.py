@@ -12,21 +12,26 @@ the keys and their values:
   ``train_batch_size % parameter_sync_step == 0`` (a mode other than separate_async whose section sets it);
 - ``separate_async_rollout_pool``: ``actor_rollout_ref.rollout.nnodes > 0`` and ``n_gpus_per_node > 0``
   (upstream's assertions), and the standalone pool holds at least one rollout replica
-  (``LLMServerManager`` makes ``pool // (TP x DP x PP)`` replicas: 0 means nothing ever generates);
+  (``LLMServerManager`` makes ``pool // replica`` replicas, a replica TP x DP x PP cards, with prefill/decode
+  disaggregation (TP x prefill_replicas + decode TP x decode_replicas) x DP x PP: 0 means nothing ever generates);
+- ``separate_async_nodes``: the two pools never share a node: their total said, refused above the cluster a
+  launch script declares (``VERL_ASCEND_CLUSTER_NNODES``);
 - ``separate_async_engine``: ``actor_rollout_ref.rollout.checkpoint_engine.backend != "naive"``;
 - ``separate_async_reward_model``: a reward model in ``separate_async`` needs its own resource pool;
 - ``separate_async_hybrid_switch``: ``hybrid_rollout.enable_switch`` with rollout disaggregation
   (upstream's ``ValueError``), and with ``hybrid_engine=false`` (upstream switches it off with a log line);
 - ``hybrid_engine_off``: ``actor_rollout_ref.hybrid_engine=false`` is read by ``separate_async`` only;
 - ``separate_async_hybrid_off_crash``: in ``separate_async`` that same key stops upstream's own ``_setup``
-  inside Ray where upstream's source logs with ``logger.info(..., flush=True)`` (verl 0.9.1: ``TypeError``);
+  inside Ray where upstream's source logs with ``logger.info(..., flush=True)`` (verl 0.9.1: ``TypeError``)
+  and that logger emits INFO (``VERL_LOGGING_LEVEL``, upstream's default INFO; WARN is the way out);
   read from the installed source, so the refusal ends when upstream drops the keyword;
 - ``checkpoint_engine_unknown``: a backend name upstream's ``CheckpointEngineRegistry`` does not know
   (read from upstream's source: the ``@CheckpointEngineRegistry.register("...")`` decorators) and the engine
   module in effect does not register either (``engine_modules``: the user's ``custom_backend_module``, else
   the one the device's platform names at launch); ``hccl`` gets the hint that upstream's HCCL engine
   registers as ``nccl``;
-- ``warmup_batches_range``: ``num_warmup_batches >= 0`` in ``colocate_async`` / ``separate_async``.
+- ``warmup_batches_range``: ``num_warmup_batches`` a number in ``colocate_async`` / ``separate_async``; below 0 a
+  warning (upstream does not refuse it: it skips any value <= 0, as it does 0).
 
 Keys a device's platform fills in before these checks run at launch (the CPU platform supplies the
 rollout pool and the weight-sync engine in ``separate_async``: ``verl/cpu/config_defaults.py``, applied
@@ -71,6 +76,26 @@ def _filled_at_launch(view: ConfigView, key: str) -> str | None:
     return _LAUNCH_DEFAULTS.get(str(device), {}).get(key)
 
 
+# key -> [(value, preset that sets it)]; see register_preset_values.
+_PRESET_VALUES: dict[str, list[tuple[object, str]]] = {}
+UPSTREAM_SYNC_STEP_DEFAULT = 4  # trainer.v1.separate_async.parameter_sync_step in verl 0.9.1's ppo_trainer.yaml
+
+
+def register_preset_values(origin: str, values: dict[str, object]) -> None:
+    """A recipe declares the values its presets set (key -> value), so that a refusal can say where the value
+    in it probably came from: a preset sized for the recipe's own batch, appended to someone else's script."""
+    for key, value in values.items():
+        known = _PRESET_VALUES.setdefault(key, [])
+        if (value, origin) not in known:
+            known.append((value, origin))
+
+
+def preset_origin(view: ConfigView, key: str) -> str | None:
+    """The preset whose value ``key`` holds, if one sets that very value (a user may also have typed it)."""
+    value = view.get(key)
+    return next((origin for v, origin in _PRESET_VALUES.get(key, ()) if v == value), None)
+
+
 def separate_async_batch(view: ConfigView) -> Iterator[Finding]:
     """``train_batch_size == parameter_sync_step * ppo_mini_batch_size`` (upstream asserts it in the task runner)."""
     if mode_of(view) != SEPARATE:
@@ -95,11 +120,14 @@ def separate_async_batch(view: ConfigView) -> Iterator[Finding]:
     if train % step == 0:
         options.append(f"{ACTOR}.ppo_mini_batch_size={train // step}")
     options.append(f"data.train_batch_size={step * mini}")
+    origin = preset_origin(view, SYNC_STEP)
+    whence = (f" ({SYNC_STEP}={step} is the value of the preset {origin}, sized for the recipe's own batch; "
+              f"upstream's default is {UPSTREAM_SYNC_STEP_DEFAULT})" if origin else "")
     yield Finding(
         "separate_async_batch", ERROR,
         f"upstream's separate_async trainer asserts train_batch_size == parameter_sync_step * ppo_mini_batch_size "
         f"({UPSTREAM_SEPARATE}), inside Ray; here data.train_batch_size={train}, {SYNC_STEP}={step}, "
-        f"{ACTOR}.ppo_mini_batch_size={mini}: {step} x {mini} = {step * mini} != {train}",
+        f"{ACTOR}.ppo_mini_batch_size={mini}: {step} x {mini} = {step * mini} != {train}{whence}",
         keys, accepted=" or ".join(options),
     )
 
@@ -152,16 +180,13 @@ def separate_async_rollout_pool(view: ConfigView) -> Iterator[Finding]:
     if not sizes["nnodes"] or not sizes["n_gpus_per_node"]:
         return
     pool = sizes["nnodes"] * sizes["n_gpus_per_node"]
-    tp = view.get_int(f"{ROLLOUT}.tensor_model_parallel_size", 1) or 1
-    dp = view.get_int(f"{ROLLOUT}.data_parallel_size", 1) or 1
-    pp = view.get_int(f"{ROLLOUT}.pipeline_model_parallel_size", 1) or 1
-    replica = tp * dp * pp
-    keys = (f"{ROLLOUT}.nnodes", f"{ROLLOUT}.n_gpus_per_node", f"{ROLLOUT}.tensor_model_parallel_size")
+    replica, shape, shape_keys = replica_cards(view)
+    keys = (f"{ROLLOUT}.nnodes", f"{ROLLOUT}.n_gpus_per_node", *shape_keys)
     if pool < replica:
         yield Finding(
             "separate_async_rollout_pool", ERROR,
             f"the standalone rollout pool has {pool} card(s) ({ROLLOUT}.nnodes x n_gpus_per_node) but one replica "
-            f"takes TP {tp} x DP {dp} x PP {pp} = {replica}: upstream's LLMServerManager makes {pool} // {replica} = 0 "
+            f"takes {shape} = {replica}: upstream's LLMServerManager makes {pool} // {replica} = 0 "
             "standalone replicas and the trainer waits for samples that never come", keys,
             accepted=f"a rollout pool of at least {replica} cards, a multiple of {replica}",
         )
@@ -169,9 +194,77 @@ def separate_async_rollout_pool(view: ConfigView) -> Iterator[Finding]:
         yield Finding(
             "separate_async_rollout_pool", WARN,
             f"the standalone rollout pool has {pool} cards, not a multiple of the {replica} cards of one replica "
-            f"(TP {tp} x DP {dp} x PP {pp}): {pool % replica} card(s) stay idle", keys,
+            f"({shape}): {pool % replica} card(s) stay idle", keys,
             accepted=f"a multiple of {replica} cards",
         )
+
+
+DISAGG = f"{ROLLOUT}.disaggregation"
+
+
+def replica_cards(view: ConfigView) -> tuple[int, str, tuple[str, ...]]:
+    """Cards of one rollout replica as upstream's ``LLMServerManager`` counts them
+    (``verl/workers/rollout/llm_server.py``): TP x DP x PP, and with prefill/decode disaggregation
+    (TP x prefill_replicas + decode TP x decode_replicas) x DP x PP, decode TP defaulting to TP.
+    Returns (cards, the product written out, the keys in it)."""
+    tp = view.get_int(f"{ROLLOUT}.tensor_model_parallel_size", 1) or 1
+    dp = view.get_int(f"{ROLLOUT}.data_parallel_size", 1) or 1
+    pp = view.get_int(f"{ROLLOUT}.pipeline_model_parallel_size", 1) or 1
+    keys = (f"{ROLLOUT}.tensor_model_parallel_size", f"{ROLLOUT}.data_parallel_size")
+    if not view.get_bool(f"{DISAGG}.enabled"):
+        return tp * dp * pp, f"TP {tp} x DP {dp} x PP {pp}", keys
+    prefill = view.get_int(f"{DISAGG}.prefill_replicas", 1) or 1
+    decode = view.get_int(f"{DISAGG}.decode_replicas", 1) or 1
+    decode_tp = view.get_int(f"{DISAGG}.decode_tensor_model_parallel_size") or tp
+    cards = (tp * prefill + decode_tp * decode) * dp * pp
+    shape = (f"(prefill TP {tp} x {prefill} + decode TP {decode_tp} x {decode}) x DP {dp} x PP {pp} "
+             f"({DISAGG}.enabled=true)")
+    return cards, shape, (*keys, f"{DISAGG}.prefill_replicas", f"{DISAGG}.decode_replicas",
+                          f"{DISAGG}.decode_tensor_model_parallel_size")
+
+
+CLUSTER_NNODES = "VERL_ASCEND_CLUSTER_NNODES"
+
+
+def separate_async_nodes(view: ConfigView) -> Iterator[Finding]:
+    """The nodes ``separate_async`` takes: its trainer pool and its standalone rollout pool never share one.
+
+    Said as a total, with the preset named where a pool's size is the preset's; refused when a launch script
+    declares its cluster (``VERL_ASCEND_CLUSTER_NNODES``) and the two pools need more nodes than it has."""
+    if mode_of(view) != SEPARATE:
+        return
+    trainer, rollout = view.get_int("trainer.nnodes"), view.get_int(f"{ROLLOUT}.nnodes")
+    if not trainer or not rollout or trainer <= 0 or rollout <= 0:
+        return  # unset or out of range: separate_async_rollout_pool and the typed-key rules name it
+    origin = preset_origin(view, f"{ROLLOUT}.nnodes")
+    total = trainer + rollout
+    split = (f"trainer.nnodes={trainer} + {ROLLOUT}.nnodes={rollout}"
+             f"{f' (the preset {origin})' if origin else ''} = {total} nodes")
+    keys = ("trainer.nnodes", f"{ROLLOUT}.nnodes")
+    cluster = _cluster_nodes(view)
+    if cluster is not None and total > cluster:
+        room = cluster - rollout
+        yield Finding(
+            "separate_async_nodes", ERROR,
+            f"separate_async places its trainer pool and its rollout pool on different nodes: {split}, but "
+            f"{CLUSTER_NNODES}={cluster} (the launch's NNODES): Ray cannot place {total - cluster} node(s) of it "
+            "and the job waits for resources that never come", keys,
+            accepted=(f"trainer.nnodes <= {room} with this rollout pool" if room > 0 else
+                      f"a rollout pool of fewer than {cluster} nodes") + " (the launch script's NNODES and ROLLOUT_NNODES "
+                     "split the cluster when trainer.nnodes is not given)",
+        )
+    elif cluster is not None and total < cluster:
+        yield Finding("separate_async_nodes", WARN,
+                      f"separate_async takes {split} of the {cluster} nodes of the launch ({CLUSTER_NNODES}): "
+                      f"{cluster - total} node(s) stay idle", keys, accepted=f"trainer.nnodes={cluster - rollout}")
+    else:
+        yield Finding("separate_async_nodes", INFO, f"separate_async takes {split} (trainer and rollout pools "
+                      "never share a node)", keys)
+
+
+def _cluster_nodes(view: ConfigView) -> int | None:
+    raw = view.environ.get(CLUSTER_NNODES, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def separate_async_engine(view: ConfigView) -> Iterator[Finding]:
@@ -266,26 +359,57 @@ def separate_async_setup_logs_with_flush() -> bool:
     return False
 
 
+LOG_LEVEL = "VERL_LOGGING_LEVEL"  # upstream's: trainer_separate_async.py sets its module logger to it, "INFO" if unset
+RAY_ENV_LOG_LEVEL = f"ray_kwargs.ray_init.runtime_env.env_vars.{LOG_LEVEL}"
+
+
+def trainer_log_level(view: ConfigView) -> tuple[str, str]:
+    """The level upstream's separate_async module logger gets in the task runner, and where it comes from:
+    the job's Ray ``runtime_env``, else the launching shell (a driver-local Ray inherits it), else upstream's
+    default ``INFO``."""
+    from_config = view.get(RAY_ENV_LOG_LEVEL)
+    if from_config not in (None, ""):
+        return str(from_config).upper(), RAY_ENV_LOG_LEVEL
+    if view.environ.get(LOG_LEVEL):
+        return view.environ[LOG_LEVEL].upper(), f"{LOG_LEVEL} in the environment"
+    return "INFO", f"{LOG_LEVEL} unset (upstream's default INFO)"
+
+
+def _logs_info(level: str) -> bool:
+    import logging
+
+    number = logging.getLevelName(level)
+    return not isinstance(number, int) or number <= logging.INFO  # an unknown name: upstream's setLevel raises
+
+
 def separate_async_hybrid_off_crash(view: ConfigView) -> Iterator[Finding]:
-    """``hybrid_engine=false`` in ``separate_async`` where upstream's ``_setup`` would die on its own log line."""
+    """``hybrid_engine=false`` in ``separate_async`` where upstream's ``_setup`` would die on its own log line:
+    only while that logger emits INFO (``Logger.info`` checks the level before it looks at the keywords)."""
     if mode_of(view) != SEPARATE or view.get_bool("actor_rollout_ref.hybrid_engine", True):
         return
     if not separate_async_setup_logs_with_flush():
         return
+    level, source = trainer_log_level(view)
+    if not _logs_info(level):
+        return
     yield Finding(
         "separate_async_hybrid_off_crash", ERROR,
-        f"actor_rollout_ref.hybrid_engine=false with {MODE}='separate_async': the installed upstream's "
-        f"PPOTrainerSeparateAsync._setup (verl/{SEPARATE_ASYNC_SOURCE}) then logs with logger.info(..., flush=True), "
-        "which Python's logging refuses (TypeError: Logger._log() got an unexpected keyword argument 'flush') "
-        "after Ray, the pools and the model have started",
-        ("actor_rollout_ref.hybrid_engine", MODE),
-        accepted="actor_rollout_ref.hybrid_engine=true (upstream's default: the trainer pool's replicas serve only "
-                 "before the first step unless trainer.v1.separate_async.hybrid_rollout.enable_switch=true)",
+        f"actor_rollout_ref.hybrid_engine=false with {MODE}='separate_async' and the trainer logging at {level} "
+        f"({source}): the installed upstream's PPOTrainerSeparateAsync._setup (verl/{SEPARATE_ASYNC_SOURCE}) then "
+        "logs with logger.info(..., flush=True), which Python's logging refuses (TypeError: Logger._log() got an "
+        "unexpected keyword argument 'flush') after Ray, the pools and the model have started",
+        ("actor_rollout_ref.hybrid_engine", MODE, RAY_ENV_LOG_LEVEL),
+        accepted=f"{LOG_LEVEL}=WARN for the trainer ({RAY_ENV_LOG_LEVEL}=WARN, or exported before a driver-local "
+                 "launch): the line is then skipped; or actor_rollout_ref.hybrid_engine=true (upstream's default: the "
+                 "trainer pool's replicas serve only before the first step unless "
+                 "trainer.v1.separate_async.hybrid_rollout.enable_switch=true)",
     )
 
 
 def warmup_batches_range(view: ConfigView) -> Iterator[Finding]:
-    """``num_warmup_batches`` of the async modes: a number >= 0 (prompts added before the first step)."""
+    """``num_warmup_batches`` of the async modes: a number; below 0 it is not refused by upstream but skipped
+    (``PPOTrainer._add_async_warmup_batches`` returns for ``num_warmup_batches <= 0``), so it warns as what it is:
+    no warmup, the same as 0."""
     mode = mode_of(view)
     if mode not in ASYNC_MODES:
         return
@@ -293,10 +417,15 @@ def warmup_batches_range(view: ConfigView) -> Iterator[Finding]:
     value = view.get(key)
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         yield Finding("warmup_batches_range", ERROR,
-                      f"{key}={value!r}: upstream adds num_warmup_batches x data.train_batch_size prompts before the "
-                      "first step (fractions allowed)", (key,), accepted="a number >= 0")
+                      f"{key}={value!r}: upstream compares it with 0 and multiplies it by data.train_batch_size "
+                      "(prompts added before the first step, fractions allowed)", (key,), accepted="a number >= 0")
+    elif value < 0:
+        yield Finding("warmup_batches_range", WARN,
+                      f"{key}={value!r}: upstream's _add_async_warmup_batches (verl/trainer/ppo/v1/trainer_base.py) "
+                      "skips a value <= 0: no prompts are added before the first step, as with 0", (key,),
+                      accepted="0 for no warmup, or a number > 0 (batches of data.train_batch_size prompts)")
 
 
 # ------------------------------------------------------------------------------ engine names
@@ -392,13 +521,15 @@ def checkpoint_engine_unknown(view: ConfigView) -> Iterator[Finding]:
     )
 
 
-for _rule in (separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_engine,
+for _rule in (separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_nodes,
+              separate_async_engine,
               separate_async_reward_model, separate_async_hybrid_switch, separate_async_hybrid_off_crash,
               checkpoint_engine_unknown):
     tag(_rule, launch=True)  # upstream would refuse these inside Ray: VERL_ASCEND_DOCTOR=0 keeps them
 
 RULES = (
-    separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_engine,
+    separate_async_batch, parameter_sync_step_divides, separate_async_rollout_pool, separate_async_nodes,
+    separate_async_engine,
     separate_async_reward_model, separate_async_hybrid_switch, separate_async_hybrid_off_crash, hybrid_engine_off,
     warmup_batches_range, checkpoint_engine_unknown,
 )

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from verl_ascend.checks.findings import ERROR, WARN, Finding
 from verl_ascend.checks.pipeline import tag
 from verl_ascend.checks.view import ACTOR, REF, ROLLOUT, ConfigView
+from verl_ascend.trainer_mode import mode_of
 
 
 def rollout_tp_layout(view: ConfigView) -> Iterator[Finding]:
@@ -145,11 +146,15 @@ def batch_divisibility(view: ConfigView) -> Iterator[Finding]:
         return
     if view.get_bool(f"{ACTOR}.use_dynamic_bsz"):
         return
-    shares = (
-        (f"{ACTOR}.ppo_micro_batch_size_per_gpu", per_mini // dp, "mini-batch"),
-        (f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu", train * n // dp, "step"),
-    )
-    for key, per_rank, what in shares:
+    shares = [(f"{ACTOR}.ppo_micro_batch_size_per_gpu", per_mini // dp, "mini-batch", (mini_key, n_key))]
+    if old_log_probs_recomputed(view):
+        sync_key, sync_step = _sync_step(view)
+        share = (train // sync_step if sync_step and train % sync_step == 0 else train) * n // dp
+        what = ("step" if sync_step in (None, 1) else
+                f"old-log-prob pass ({train_key}={train} / {sync_key}={sync_step} prompts x {n_key}={n})")
+        shares.append((f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu", share, what,
+                       (train_key, n_key) + ((sync_key,) if sync_step not in (None, 1) else ())))
+    for key, per_rank, what, culprits in shares:
         micro = view.get(key)
         if micro is None:
             continue
@@ -158,10 +163,29 @@ def batch_divisibility(view: ConfigView) -> Iterator[Finding]:
             yield Finding(
                 "batch_not_divisible",
                 ERROR,
-                f"{key}={micro} does not divide the {per_rank} responses each data-parallel rank gets per {what}",
-                (key, mini_key, n_key),
-                accepted=f"one of {_divisors(per_rank)}",
+                f"{key}={micro} does not divide the {per_rank} responses each data-parallel rank gets per {what}: "
+                "every worker asserts data size % micro_batch_size_per_gpu == 0 (verl/workers/engine/utils.py, "
+                "prepare_micro_batches) at step 1",
+                (key, *culprits),
+                accepted=f"one of {_divisors(per_rank)}, or {ACTOR}.use_dynamic_bsz=true",
             )
+
+
+BYPASS = "algorithm.rollout_correction.bypass_mode"
+
+
+def old_log_probs_recomputed(view: ConfigView) -> bool:
+    """Whether the trainer recomputes old log-probs (``_compute_old_log_prob``); bypass mode reuses the rollout's."""
+    return not view.get_bool(BYPASS, False)
+
+
+def _sync_step(view: ConfigView) -> tuple[str, int | None]:
+    """The mode's ``parameter_sync_step`` (upstream's default 1): each step runs that many local updates, each
+    sampling ``train_batch_size / parameter_sync_step`` prompts and recomputing their old log-probs
+    (``PPOTrainer.step``, ``verl/trainer/ppo/v1/trainer_base.py``)."""
+    key = f"trainer.v1.{mode_of(view)}.parameter_sync_step"
+    step = view.get_int(key)
+    return key, (step if step and step > 0 else 1)
 
 
 def dynamic_bsz_token_budget(view: ConfigView) -> Iterator[Finding]:

@@ -129,7 +129,8 @@ def overlong_keys(view: ConfigView) -> Iterator[Finding]:
 
 
 def overlong_buffer_length(view: ConfigView) -> Iterator[Finding]:
-    """The buffer must be shorter than the response budget it is carved out of."""
+    """The buffer must fit the response budget it is carved out of (upstream asserts ``len <= max_resp_len``),
+    and should be shorter than it (equal: every response is penalised from its first token)."""
     buffer = view.get("reward.reward_kwargs.overlong_buffer_cfg") or {}
     if not isinstance(buffer, dict) or not buffer.get("enable"):
         return
@@ -160,14 +161,23 @@ def overlong_buffer_length(view: ConfigView) -> Iterator[Finding]:
         )
         return
     limits = [max_resp] + ([response] if response is not None else [])
-    if length >= min(limits):
+    if length > max_resp:
         yield Finding(
             "overlong_buffer_too_long",
             ERROR,
-            f"overlong_buffer_cfg.len={length} is not shorter than the maximum response length "
-            f"({min(limits)}): the penalty would start at token {max_resp - length} and hit every response "
-            "(or the dapo manager refuses to start). Use a buffer well inside the budget, e.g. DAPO's 4096 "
-            "of 20480, or lower len when you shorten data.max_response_length.",
+            f"overlong_buffer_cfg.len={length} is longer than reward.reward_kwargs.max_resp_len={max_resp}: upstream's "
+            "dapo reward manager asserts max_resp_len >= overlong_buffer.len when it starts "
+            "(verl/experimental/reward_loop/reward_manager/dapo.py). Use a buffer well inside the budget, e.g. "
+            "DAPO's 4096 of 20480, or lower len when you shorten data.max_response_length.",
+            keys,
+        )
+    elif length >= min(limits):
+        yield Finding(
+            "overlong_buffer_too_long",
+            WARN,
+            f"overlong_buffer_cfg.len={length} is not shorter than the maximum response length ({min(limits)}): "
+            f"upstream accepts it, and the penalty then starts at token {max_resp - length} and hits every "
+            "response. Use a buffer well inside the budget, e.g. DAPO's 4096 of 20480.",
             keys,
         )
 

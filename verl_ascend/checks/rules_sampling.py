@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from verl_ascend.checks.findings import ERROR, WARN, Finding
+from verl_ascend.checks.pipeline import tag
 from verl_ascend.checks.view import ConfigView
 from verl_ascend.trainer_mode import KEY as MODE
 from verl_ascend.trainer_mode import SYNC, mode_of
@@ -63,7 +64,7 @@ def dynamic_sampling_knobs(view: ConfigView) -> Iterator[Finding]:
             (f"{FG}.max_num_gen_batches",),
         )
     gen_batch = view.get_int("data.gen_batch_size")
-    if enabled and gen_batch not in (None, 1):
+    if enabled and gen_batch not in (None, 1) and mode_of(view) == SYNC:
         yield Finding(
             "dynamic_sampling_knob_ignored",
             WARN,
@@ -89,4 +90,49 @@ def dynamic_sampling_knobs(view: ConfigView) -> Iterator[Finding]:
         )
 
 
-RULES = (dynamic_sampling_ignored, dynamic_sampling_knobs)
+GEN = "data.gen_batch_size"
+UPSTREAM_DATALOADER = "verl/trainer/ppo/v1/trainer_base.py::PPOTrainer._init_dataloader"
+UPSTREAM_FETCH = "verl/trainer/ppo/v1/trainer_base.py::PPOTrainer._next_train_batch"
+
+
+def gen_batch_size_upstream(view: ConfigView) -> Iterator[Finding]:
+    """``data.gen_batch_size`` as upstream's V1 trainer treats it at step 1.
+
+    Upstream's ``_init_dataloader`` forces it to 1 in every async mode (``logger.warning`` only), and with
+    ``trainer.v1.sampler.sync_refill_failed_groups`` (with dynamic sampling, ``dynamic_sampling_knobs`` says
+    so). Where it is kept, each step fetches ``train_batch_size`` prompts in whole ``gen_batch_size`` chunks
+    and ``_next_train_batch`` raises ``ValueError`` unless ``train_batch_size`` is a multiple of it.
+    """
+    if not view.uses_v1_trainer:
+        return
+    gen, train, mode = view.get_int(GEN), view.get_int("data.train_batch_size"), mode_of(view)
+    if gen in (None, 1) or gen <= 0 or not train or train <= 0:
+        return
+    refill = view.get_bool("trainer.v1.sampler.sync_refill_failed_groups", False)
+    if mode != SYNC or refill:
+        if view.get_bool(f"{FG}.enable") and mode == SYNC:
+            return  # dynamic_sampling_knobs names it
+        why = f"{MODE}={mode!r}" if mode != SYNC else "trainer.v1.sampler.sync_refill_failed_groups=true"
+        yield Finding(
+            "gen_batch_size_overridden", WARN,
+            f"{GEN}={gen} is overridden to 1 by upstream ({UPSTREAM_DATALOADER}: 'data.gen_batch_size={gen} is "
+            f"overridden to 1.') with {why}: prompts are fetched and dispatched one by one",
+            (GEN, MODE), accepted=f"{GEN} unset or 1",
+        )
+        return
+    if view.get_bool(f"{FG}.enable") or train % gen == 0:
+        return
+    multiples = ", ".join(str(d) for d in range(1, train + 1) if train % d == 0)
+    yield Finding(
+        "gen_batch_size_not_dividing", ERROR,
+        f"{GEN}={gen} with data.train_batch_size={train} in {MODE}='sync' without dynamic sampling: upstream keeps "
+        f"it and fetches each step's {train} prompts in whole chunks of {gen}; {UPSTREAM_FETCH} raises ValueError "
+        f"'num_prompts ({train}) must be a positive multiple of gen_batch_size ({gen})' at step 1",
+        (GEN, "data.train_batch_size", f"{FG}.enable"),
+        accepted=f"{GEN} unset, or one dividing {train} ({multiples})",
+    )
+
+
+tag(gen_batch_size_upstream, launch=True)  # upstream raises at step 1, inside Ray
+
+RULES = (dynamic_sampling_ignored, dynamic_sampling_knobs, gen_batch_size_upstream)

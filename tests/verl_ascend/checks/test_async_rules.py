@@ -31,7 +31,9 @@ def test_the_preset_is_accepted_and_each_mode_rule_stays_quiet():
     config = compose("dapo_qwen25_32b_npu", SEPARATE)
     found = checks.validate(config, NO_ENV)
     assert [f for f in found if f.severity == "error"] == []
-    assert not [f for f in found if f.rule.startswith("separate_async")]
+    # the one separate_async finding is the note of the nodes it takes (4 + 12, the 16 of the script)
+    assert [(f.rule, f.severity) for f in found if f.rule.startswith("separate_async")] == [
+        ("separate_async_nodes", "info")]
 
 
 @pytest.mark.parametrize("override,values", [
@@ -88,6 +90,25 @@ def test_a_rollout_pool_smaller_than_one_replica_is_refused_and_a_ragged_one_war
     assert finding.severity == "warn" and "4 card(s) stay idle" in finding.message
 
 
+def test_a_prefill_decode_replica_is_sized_as_upstreams_llm_server_sizes_it():
+    """verl/workers/rollout/llm_server.py: with disaggregation one replica is (TP x prefill_replicas + decode TP x
+    decode_replicas) x DP x PP cards. One 8-card rollout node holds one TP-8 replica, but no TP-8 prefill + TP-8
+    decode pair (16 cards): upstream makes 0 standalone replicas."""
+    pool, disagg = "actor_rollout_ref.rollout", "actor_rollout_ref.rollout.disaggregation"
+    one_node = [*SEPARATE, f"{pool}.nnodes=1", f"{disagg}.enabled=true"]
+    (finding,) = findings("dapo_qwen25_32b_npu", one_node, "separate_async_rollout_pool")
+    assert finding.severity == "error" and "8 // 16 = 0" in finding.message
+    assert "(prefill TP 8 x 1 + decode TP 8 x 1) x DP 1 x PP 1" in finding.message
+    assert f"{disagg}.decode_replicas" in finding.keys
+    assert findings("dapo_qwen25_32b_npu", [*SEPARATE, f"{pool}.nnodes=1"], "separate_async_rollout_pool") == []
+    # 12 nodes of 8: six pairs, each prefill TP 8 + decode TP 4 x 2 = 16 cards: 96 // 16 = 6, none idle
+    pairs = [*SEPARATE, f"{disagg}.enabled=true", f"+{disagg}.decode_tensor_model_parallel_size=4",
+             f"{disagg}.decode_replicas=2"]
+    assert findings("dapo_qwen25_32b_npu", pairs, "separate_async_rollout_pool") == []
+    shown = effective.mode_settings(compose("dapo_qwen25_32b_npu", pairs))
+    assert "6 standalone replica(s) at (prefill TP 8 x 1 + decode TP 4 x 2)" in str(shown)
+
+
 def test_the_naive_engine_is_refused_in_separate_async():
     backend = "actor_rollout_ref.rollout.checkpoint_engine.backend"
     (finding,) = findings("dapo_qwen25_32b_npu", [*SEPARATE, f"{backend}=naive"], "separate_async_engine")
@@ -135,6 +156,15 @@ def test_hybrid_engine_off_in_separate_async_is_refused_while_upstreams_setup_wo
     assert findings("dapo_qwen25_32b_npu", SEPARATE, "separate_async_hybrid_off_crash") == []
     assert findings("dapo_qwen25_32b_npu", ["actor_rollout_ref.hybrid_engine=false"],
                     "separate_async_hybrid_off_crash") == []
+    # the way out: the trainer's logger above INFO skips the line (Logger.info checks the level first)
+    quiet = logging.getLogger("verl_ascend.test.flush.quiet")
+    quiet.setLevel(logging.WARNING)
+    quiet.info("x", flush=True)
+    assert "VERL_LOGGING_LEVEL=WARN" in finding.accepted
+    warn = [*off, "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_LOGGING_LEVEL=WARN"]
+    assert findings("dapo_qwen25_32b_npu", warn, "separate_async_hybrid_off_crash") == []
+    debug = [*off, "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_LOGGING_LEVEL=DEBUG"]
+    assert [f.severity for f in findings("dapo_qwen25_32b_npu", debug, "separate_async_hybrid_off_crash")] == ["error"]
 
     fixed = tmp_path / rules_async.SEPARATE_ASYNC_SOURCE
     fixed.parent.mkdir(parents=True)
@@ -147,8 +177,14 @@ def test_hybrid_engine_off_in_separate_async_is_refused_while_upstreams_setup_wo
         rules_async.separate_async_setup_logs_with_flush.cache_clear()
 
 
-def test_warmup_batches_below_zero_are_refused():
+def test_warmup_batches_below_zero_warn_as_upstream_skips_them():
+    """Upstream's _add_async_warmup_batches returns for num_warmup_batches <= 0: -1 is no warmup, not a crash."""
     (finding,) = findings("dapo_qwen25_32b_npu", [*SEPARATE, "trainer.v1.separate_async.num_warmup_batches=-1"],
+                          "warmup_batches_range")
+    assert finding.severity == "warn" and "skips a value <= 0" in finding.message
+    source = rules_async.upstream_path("trainer/ppo/v1/trainer_base.py").read_text()
+    assert "num_warmup_batches <= 0:" in source  # what the warning says, in the installed upstream
+    (finding,) = findings("dapo_qwen25_32b_npu", [*SEPARATE, "trainer.v1.separate_async.num_warmup_batches=lots"],
                           "warmup_batches_range")
     assert finding.severity == "error"
 

@@ -256,7 +256,7 @@ def test_overlong_keys_fine_when_shaping_off_or_default(npu):
 @pytest.mark.parametrize(
     "updates",
     [
-        {"reward.reward_kwargs.overlong_buffer_cfg.len": 20480},
+        {"reward.reward_kwargs.overlong_buffer_cfg.len": 20481},
         {"reward.reward_kwargs.overlong_buffer_cfg.len": 0},
         {"data.max_response_length": 1234},
         {"reward.reward_kwargs.max_resp_len": None},
@@ -264,6 +264,13 @@ def test_overlong_keys_fine_when_shaping_off_or_default(npu):
 )
 def test_overlong_buffer_too_long(npu, updates):
     assert "overlong_buffer_too_long" in rules(variant(npu, updates), severity="error")
+
+
+def test_overlong_buffer_as_long_as_the_budget_is_only_warned(npu):
+    """Upstream asserts max_resp_len >= len, so len == max_resp_len starts (upstream's 4K DAPO script)."""
+    equal = variant(npu, {"reward.reward_kwargs.overlong_buffer_cfg.len": 20480})
+    assert "overlong_buffer_too_long" in rules(equal, severity="warn")
+    assert "overlong_buffer_too_long" not in rules(equal, severity="error")
 
 
 def test_overlong_buffer_fine(npu):
@@ -589,3 +596,58 @@ def test_the_backend_and_the_recipe_register_their_own_rules():
     assert not [r for r in doctor.BUILTIN_RULES if r.__module__.startswith(("verl.ascend", "recipe"))]
     doctor.register(env_conflicts)  # idempotent
     assert doctor.rules().count(env_conflicts) == 1
+
+
+# -- data.gen_batch_size as upstream's V1 trainer treats it at step 1 (trainer_base.py) ---------------------------
+NO_FILTER = {"algorithm.filter_groups.enable": False}
+
+
+def test_gen_batch_size_kept_and_not_dividing_is_upstreams_value_error(npu):
+    hit = findings(variant(npu, {**NO_FILTER, "data.gen_batch_size": 48}), rule="gen_batch_size_not_dividing")
+    assert [f.severity for f in hit] == ["error"]
+    assert "'num_prompts (512) must be a positive multiple of gen_batch_size (48)'" in hit[0].message
+    assert "trainer_base.py::PPOTrainer._next_train_batch" in hit[0].message
+
+
+@pytest.mark.parametrize("updates", [
+    {**NO_FILTER, "data.gen_batch_size": 256},  # kept and a divisor of 512: two fetches a step
+    {**NO_FILTER, "data.gen_batch_size": 48, "trainer.v1.trainer_mode": "colocate_async"},  # forced to 1
+    {"data.gen_batch_size": 48},  # dynamic sampling: forced to 1 (dynamic_sampling_knobs says so)
+    {**NO_FILTER, "data.gen_batch_size": 48, "trainer.v1.sampler.sync_refill_failed_groups": True},  # forced to 1
+])
+def test_gen_batch_size_that_upstream_accepts_or_overrides_is_not_an_error(npu, updates):
+    assert "gen_batch_size_not_dividing" not in rules(variant(npu, updates))
+
+
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_gen_batch_size_in_an_async_mode_is_a_warning_naming_upstreams_override(npu, mode):
+    hit = findings(variant(npu, {"data.gen_batch_size": 1536, "trainer.v1.trainer_mode": mode}),
+                   rule="gen_batch_size_overridden", severity="warn")
+    assert len(hit) == 1 and "'data.gen_batch_size=1536 is overridden to 1.'" in hit[0].message
+    assert f"trainer.v1.trainer_mode='{mode}'" in hit[0].message
+    assert "gen_batch_size_overridden" not in rules(variant(npu, {"trainer.v1.trainer_mode": mode}))  # unset
+
+
+# -- separate_async's two pools on the recipe's own 128-card preset -------------------------------------------------
+def _separate(updates=None):
+    return RECIPE.compose("dapo_qwen25_32b_npu", ["+pools=npu_separate_128", *(updates or [])])
+
+
+def test_separate_async_nodes_said_as_a_total_and_refused_above_the_cluster():
+    ok = findings(_separate(), environ={"VERL_ASCEND_CLUSTER_NNODES": "16"}, rule="separate_async_nodes")
+    assert [f.severity for f in ok] == ["info"] and "trainer.nnodes=4 + actor_rollout_ref.rollout.nnodes=12" in ok[0].message
+    stacked = _separate(["trainer.nnodes=8"])  # a script's own trainer.nnodes: 8 + the preset's 12
+    refused = findings(stacked, environ={"VERL_ASCEND_CLUSTER_NNODES": "16"}, rule="separate_async_nodes")
+    assert [f.severity for f in refused] == ["error"]
+    assert "= 20 nodes, but VERL_ASCEND_CLUSTER_NNODES=16" in refused[0].message
+    assert "the preset +pools=npu_separate_128" in refused[0].message and "trainer.nnodes <= 4" in refused[0].accepted
+    assert [f.severity for f in findings(stacked, rule="separate_async_nodes")] == ["info"]  # no cluster declared
+
+
+def test_separate_async_batch_refusal_names_the_presets_sync_step():
+    msg = findings(_separate(["data.train_batch_size=128"]), rule="separate_async_batch")[0].message
+    assert "parameter_sync_step=16 is the value of the preset +pools=npu_separate_128" in msg
+    assert "upstream's default is 4" in msg
+    own = findings(_separate(["data.train_batch_size=128", "trainer.v1.separate_async.parameter_sync_step=8"]),
+                   rule="separate_async_batch")[0].message
+    assert "preset" not in own  # 8 is the user's own value

@@ -45,12 +45,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = cli_parser("accept", "Acceptance run of an Ascend host (see docs/ascend_tutorial/quick_start.md).", [
         "verl-ascend accept --checks stack,fused_ops   # no DAPO run: seconds",
         "verl-ascend accept --tp 2 --out outputs/accept/tp2   # mc2 at rollout TP 2: checks MatmulAllReduce",
+        "verl-ascend accept --trainer-mode separate_async   # + a rollout pool: the weight-sync time per step",
     ])
     parser.add_argument("--out", help="report folder (default outputs/accept/<UTC time>)")
     parser.add_argument("--tiny-dir", default=envs.raw("VERL_ASCEND_TINY_DIR"),
                         help="where the generated tiny model and data live (built if missing)")
     parser.add_argument("--tp", type=int, default=1,
                         help="rollout TP of the DAPO run; > 1 asks for mc2 and checks MatmulAllReduce (needs TP devices)")
+    parser.add_argument("--trainer-mode", default="sync", choices=("sync", "separate_async"),
+                        help="upstream's trainer mode of the DAPO run; separate_async adds a rollout pool of --tp "
+                             "cards and records the HCCL weight-sync time of each step (needs 2 x --tp devices)")
     parser.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated subset of {','.join(CHECKS)}")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds allowed to each launched process")
     args = parser.parse_args(argv)
@@ -141,10 +145,11 @@ def run_checks(args: argparse.Namespace, folder: Path, emulated: bool) -> list[C
         status = {}
 
         def dapo() -> Check:
-            status["code"] = run_check.launch(run_dir, tiny, emulated, args.tp, args.timeout).returncode
+            status["code"] = run_check.launch(run_dir, tiny, emulated, args.tp, args.timeout,
+                                              args.trainer_mode).returncode
             if stopped_by_ctrl_c(status["code"]):
                 raise KeyboardInterrupt  # the user's stop, not the host failing the recipe
-            return run_check.dapo_check(run_dir, status["code"], emulated)
+            return run_check.dapo_check(run_dir, status["code"], emulated, args.trainer_mode)
 
         checks.append(_timed("dapo", dapo))
         if "trace" in args.checks:
@@ -157,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     from verl.ascend import emulator
 
     args = parse_args(argv)
+    emulated = not emulator.real_torch_npu_importable()
+    if emulated and args.trainer_mode != "sync" and "dapo" in args.checks:
+        print(f"verl-ascend accept: error: --trainer-mode {args.trainer_mode}: the weight sync it measures is "
+              "upstream's HCCL engine between NPU cards, which the emulator does not have; accepted here: "
+              "--trainer-mode sync, or --checks without dapo", file=sys.stderr)
+        return REFUSED
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     try:
         folder = writable_folder(args.out or f"outputs/accept/{stamp}")
@@ -165,7 +176,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"verl-ascend accept: error: {e}", file=sys.stderr)
         return REFUSED
-    emulated = not emulator.real_torch_npu_importable()
     mode = "CPU: NPU emulator and vLLM's CPU build" if emulated else "Ascend NPU"
     print(f"[verl-ascend accept] {mode}; report folder: {folder}", flush=True)
     try:

@@ -5,7 +5,11 @@ subprocess as a user starts it: this backend does not import the recipe) on the 
 model, with ``trainer.device=npu``, the env profile and the fused ops; step 2 is profiled.
 
 - check 4 (``dapo``): both steps wrote metrics, and the patched forwards ran their fused kernels
-  (the counts of :mod:`verl.ascend.ops.counts`, written by every training process);
+  (the counts of :mod:`verl.ascend.ops.counts`, written by every training process); each step's weight sync
+  is recorded from upstream's own timer of it (``timing_s/update_weights``, ``marked_timer("update_weights")``
+  in ``trainer_<mode>.py``). With ``--trainer-mode separate_async`` that is the HCCL broadcast from the
+  trainer into a rollout pool of its own: the first measurement of what the async guide can only estimate,
+  and the check fails without it;
 - check 5 (``trace``): the step-2 trace is on disk (``verl_ascend.run.trace_check``), and the report's
   checklist finds the fused kernels RmsNorm, SwiGlu, RotaryMul in it, and MatmulAllReduce when mc2
   at rollout TP > 1 was asked for. Under the emulator there are no device kernels: the emulator's
@@ -31,11 +35,26 @@ KERNEL_ITEMS = {"rms_norm": "fused_rmsnorm", "swiglu": "fused_swiglu", "rotary_m
 MC2_ITEM = "mc2_matmul_allreduce"
 
 
-def overrides(folder: Path, emulated: bool, tp: int) -> list[str]:
+SYNC, SEPARATE = "sync", "separate_async"
+TRAINER_MODES = (SYNC, SEPARATE)
+SYNC_TIMER = "timing_s/update_weights"  # upstream's marked_timer("update_weights") around each step's sync
+
+
+def mode_overrides(mode: str, tp: int) -> list[str]:
+    """``separate_async`` on one host: the trainer on its cards, a rollout pool of ``tp`` cards beside them
+    (one replica), weights moved by upstream's HCCL engine (registered as ``nccl``), one sync a step."""
+    if mode == SYNC:
+        return []
+    return [f"trainer.v1.trainer_mode={SEPARATE}", "trainer.v1.separate_async.parameter_sync_step=1",
+            "actor_rollout_ref.rollout.nnodes=1", f"actor_rollout_ref.rollout.n_gpus_per_node={tp}",
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"]
+
+
+def overrides(folder: Path, emulated: bool, tp: int, mode: str = SYNC) -> list[str]:
     """Hydra overrides of the run: 2 steps, step 2 profiled, fused-op counts into ``folder``."""
     args = ["trainer.device=npu", f"trainer.total_training_steps={STEPS}",
             f"+ray_kwargs.ray_init.runtime_env.env_vars.{op_counts.ENV}={folder / 'fused_op_counts'}",
-            f"global_profiler.steps=[{PROFILED_STEP}]"]
+            f"global_profiler.steps=[{PROFILED_STEP}]", *mode_overrides(mode, tp)]
     if emulated:  # the NPU emulator, verl.cpu's hf rollout server and torch.profiler on the CPU
         return args + ["+ray_kwargs.ray_init.resources={NPU:1}", "+profile=cpu"]
     args += ["actor_rollout_ref.rollout.name=vllm", "+profile=npu_train"]
@@ -50,14 +69,15 @@ def overrides(folder: Path, emulated: bool, tp: int) -> list[str]:
     return args
 
 
-def launch(folder: Path, tiny: Path, emulated: bool, tp: int, timeout_s: float) -> subprocess.CompletedProcess:
+def launch(folder: Path, tiny: Path, emulated: bool, tp: int, timeout_s: float,
+           mode: str = SYNC) -> subprocess.CompletedProcess:
     env = {**os.environ, "VERL_ASCEND_TINY_DIR": str(tiny), "VERL_ASCEND_OUTPUT_DIR": str(folder),
            "VERL_ASCEND_PROFILE_DIR": str(folder / "profile"), "PYTHONUNBUFFERED": "1"}
     env.pop("VERL_FILE_LOGGER_PATH", None)
     if emulated:
         env["VERL_ASCEND_NPU_EMULATOR"] = "1"
     cmd = [sys.executable, "-m", "verl_ascend", "train", "--config-name", EXPERIMENT,
-           *overrides(folder, emulated, tp)]
+           *overrides(folder, emulated, tp, mode)]
     (folder / "command.txt").write_text(" ".join(cmd) + "\n")
     with open(folder / "run.log", "w") as log:
         return subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
@@ -70,8 +90,16 @@ def step_metrics(metrics: Path) -> dict[int, dict]:
     return {r["step"]: r["data"] for r in records if "critic/score/mean" in r["data"]}
 
 
-def dapo_check(folder: Path, returncode: int, emulated: bool) -> Check:
-    check = Check("dapo", f"a {STEPS}-step tiny DAPO on one device with the fused ops and the env profile")
+def weight_sync(steps: dict[int, dict], mode: str) -> dict:
+    """Each step's weight sync in seconds, as upstream timed it, and where it went."""
+    where = ("HCCL broadcast from trainer rank 0 into the standalone rollout pool" if mode == SEPARATE else
+             "into the rollout replicas colocated with the trainer")
+    return {"trainer_mode": mode, "metric": SYNC_TIMER, "what": where,
+            "seconds": {s: d[SYNC_TIMER] for s, d in sorted(steps.items()) if SYNC_TIMER in d}}
+
+
+def dapo_check(folder: Path, returncode: int, emulated: bool, mode: str = SYNC) -> Check:
+    check = Check("dapo", f"a {STEPS}-step tiny DAPO ({mode}) on one host with the fused ops and the env profile")
     steps = step_metrics(folder / EXPERIMENT / "metrics.jsonl")
     per_process = op_counts.read(folder / "fused_op_counts") if (folder / "fused_op_counts").is_dir() else {}
     totals = {op: sum(c.get(op, 0) for c in per_process.values()) for op in KERNELS}
@@ -79,12 +107,16 @@ def dapo_check(folder: Path, returncode: int, emulated: bool) -> Check:
                    "score_mean": {s: d["critic/score/mean"] for s, d in sorted(steps.items())},
                    "step_time_s": {s: d.get("timing_s/step") for s, d in sorted(steps.items())},
                    "fused_kernel_calls": totals, "processes_counting": len(per_process),
-                   "log": str(folder / "run.log")}
+                   "weight_sync": weight_sync(steps, mode), "log": str(folder / "run.log")}
     if returncode != 0:
         check.fail(f"the recipe exited {returncode}; see {folder / 'run.log'}")
     missing = [s for s in range(1, STEPS + 1) if s not in steps]
     if missing:
         check.fail(f"no metrics for step(s) {missing} in {folder / EXPERIMENT / 'metrics.jsonl'}")
+    unsynced = [s for s in sorted(steps) if s not in check.value["weight_sync"]["seconds"]]
+    if mode == SEPARATE and unsynced:
+        check.fail(f"no weight-sync time ({SYNC_TIMER}) for step(s) {unsynced}: the separate_async run is what "
+                   "measures the sync the async guide estimates")
     for op, calls in totals.items():
         if not calls:
             check.fail(f"the fused {op} forward never ran its kernel {KERNELS[op]} in any training process")
