@@ -106,3 +106,19 @@ def plan(config: Any, environ: Mapping[str, str] | None = None, *,
     return Plan(phases, card, rollout, residency.host_per_node(phases, config),
                 float(MemoryOptions.from_config(config).warn_headroom), time.perf_counter() - start,
                 dict(overrides or {}))
+
+
+_ENV_READ = ("HCCL_BUFFSIZE", "VLLM_CPU_KVCACHE_SPACE")  # the variables the device declarations read
+_cache: dict[str, Plan] = {}
+
+
+def cached_plan(config: Any, environ: Mapping[str, str] | None = None) -> Plan:
+    """``plan(config)``, computed once per config and environment within a process: the doctor's rule and
+    the dry run's table read one plan (a 32B plan traces the model)."""
+    environ = dict(os.environ if environ is None else environ)
+    key = OmegaConf.to_yaml(config, resolve=False) + repr([environ.get(v) for v in _ENV_READ])
+    if key not in _cache:
+        if len(_cache) > 8:
+            _cache.clear()
+        _cache[key] = plan(config, environ)
+    return _cache[key]

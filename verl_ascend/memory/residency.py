@@ -109,10 +109,11 @@ def weight_update(config: Any, arch: Any, rollout: Rollout, training: tuple[Phas
     """The weight update of verl #6772: engine weights awake, actor staged, one whole parameter, a bucket."""
     update = next((p for p in training if p.name == "actor update"), None)
     params = next((t for t in (update.resident if update else ()) if "param" in t.name.lower()), None)
-    bucket = int(_sel(config, BUCKET, 2048)) * 1024**2
+    whole = rollout.weights.bytes * rollout.tp  # the whole model in the engine's dtype
+    bucket = min(int(_sel(config, BUCKET, 2048)) * 1024**2, whole)  # a bucket holds at most the whole model
     src = "verl 0.9.1 workers/engine/fsdp/transformer_impl.py::get_per_tensor_param"
     active = [Term("whole parameter (all-gathered)", largest_parameter(arch, config), src, (A + "strategy",)),
-              Term("weight bucket", bucket, "verl 0.9.1 checkpoint engine bucket", (BUCKET,))]
+              Term("weight bucket", bucket, "verl 0.9.1 checkpoint engine bucket (at most the whole model)", (BUCKET,))]
     if params is not None:
         active.insert(0, Term("actor sharded parameters (staged)", params.bytes, src, params.keys))
     resident = [comm]
@@ -145,7 +146,7 @@ def separate(config: Any, arch: Any, card: DeviceMemory, training: tuple[Phase, 
     phases = [Phase(p.name, "trainer", resident=(comm, *p.resident), active=p.active, host=p.host) for p in training]
     phases.append(weight_update(config, arch, rollout, training, comm, "trainer", engine=False))
     phases.append(Phase("rollout", "rollout", resident=(), active=rollout.terms))
-    bucket = int(_sel(config, BUCKET, 2048)) * 1024**2
+    bucket = min(int(_sel(config, BUCKET, 2048)) * 1024**2, rollout.weights.bytes * rollout.tp)
     receive = Phase("weight sync (receive)", "rollout", resident=(rollout.weights, rollout.comm),
                     active=(Term("received buckets (2, double-buffered)", 2 * bucket,
                                  "verl 0.9.1 checkpoint_engine (send/receive overlap)", (BUCKET,)),))

@@ -59,6 +59,7 @@ class Rollout:
     replicas: int
     requested: int  # gpu_memory_utilization x card (0 where the device fixes the KV cache)
     engine: str  # "vllm" or another rollout name (no paged KV cache accounted)
+    tp: int = 1
 
     @property
     def terms(self) -> tuple[Term, ...]:
@@ -199,4 +200,4 @@ def plan_rollout(config: Any, arch: Any, card: DeviceMemory) -> Rollout:
         kv_cache=Term("KV cache", kv, kv_source, kv_keys),
         kv_bytes_per_token=per_token, block_size=block, num_blocks=blocks, seqs_mean=held(mean_len),
         seqs_max=held(max_len), mean_len=mean_len, max_len=max_len, replicas=max(1, cards // tp),
-        requested=requested, engine=engine)
+        requested=requested, engine=engine, tp=tp)
