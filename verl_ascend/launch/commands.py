@@ -119,9 +119,27 @@ def dry_run(config: DictConfig, environ: Mapping[str, str] | None = None, out: T
         # reads the YAML off the top of this output must find it first
         print("\n".join(lines), file=out, flush=True)
         findings = checks.validate(config, environ)
+    print("\n".join(memory_lines(config, environ)), file=out, flush=True)
     print("\n".join(["# ===== config doctor =====", checks.format_report(findings, strict),
                      "# dry run: nothing started (no Ray, no devices)"]), file=out, flush=True)
     return _verdict(findings, strict)
+
+
+def memory_lines(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
+    """The dry run's memory section: the plan's table and verdict (the one the checks judged), or why none."""
+    from verl_ascend.memory import render
+    from verl_ascend.memory.options import MemoryOptions
+    from verl_ascend.memory.plan import cached_plan
+    from verl_ascend.memory.terms import PlanInputError
+    from verl_ascend.sections import SectionError
+
+    head = "# ===== memory plan (verl-ascend memory: --detail, --plot, advice) ====="
+    try:
+        if not MemoryOptions.from_config(config).check:
+            return [head, "memory.check=false: no plan"]
+        return [head, *render.report(cached_plan(config, environ))]
+    except (PlanInputError, SectionError, ValueError) as exc:
+        return [head, f"no plan: {exc}"]
 
 
 def render_config(config: DictConfig) -> str:

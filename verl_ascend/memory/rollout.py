@@ -69,6 +69,12 @@ class Rollout:
     def kv_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
+    def reported_tokens(self, max_model_len: int) -> int:
+        """The figure vLLM logs as "GPU KV cache size: N tokens": its maximum concurrency at
+        ``max_model_len`` (blocks / blocks per request) times ``max_model_len`` (kv_cache_utils.py
+        ``get_kv_cache_capacity``), which differs from blocks x block size by the last block's rounding."""
+        return int(self.num_blocks / math.ceil(max_model_len / self.block_size) * max_model_len)
+
 
 def _sel(config: Any, key: str, default: Any = None) -> Any:
     value = OmegaConf.select(config, key, default=default)
@@ -113,8 +119,15 @@ def weights_per_card(config: Any, arch: Any, tp: int) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(arch)
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(arch)
+    except (ValueError, KeyError) as exc:
+        from verl_ascend.memory.terms import PlanInputError
+
+        raise PlanInputError(f"actor_rollout_ref.model.path: transformers cannot build the architecture its "
+                             f"config.json names ({type(exc).__name__}: {str(exc)[:200]}); accepted: a causal LM "
+                             "transformers knows") from None
     kv_split = int(getattr(arch, "num_key_value_heads", arch.num_attention_heads)) // kv_heads_per_card(arch, tp)
     total = 0
     for name, p in model.named_parameters():
