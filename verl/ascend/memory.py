@@ -28,8 +28,8 @@ def hccl_buffsize_mb(config: Any, environ: Mapping[str, str]) -> tuple[int, str]
     from omegaconf import OmegaConf
 
     job = OmegaConf.select(config, "ray_kwargs.ray_init.runtime_env.env_vars.HCCL_BUFFSIZE", default=None)
-    for value, where in ((job, "ray_kwargs.ray_init.runtime_env.env_vars.HCCL_BUFFSIZE"),
-                         (environ.get("HCCL_BUFFSIZE"), "HCCL_BUFFSIZE in the launching environment")):
+    for value, name, where in ((job, "ray_kwargs.ray_init.runtime_env.env_vars.HCCL_BUFFSIZE", "the job's runtime env"),
+                               (environ.get("HCCL_BUFFSIZE"), "HCCL_BUFFSIZE", "the launching environment")):
         if value not in (None, ""):
             try:
                 mb = int(str(value))
@@ -38,8 +38,8 @@ def hccl_buffsize_mb(config: Any, environ: Mapping[str, str]) -> tuple[int, str]
             if mb < 1:
                 from verl_ascend.memory.terms import PlanInputError
 
-                raise PlanInputError(f"{where}={value!r}: HCCL accepts an integer number of MB >= 1")
-            return mb, where
+                raise PlanInputError(f"{name}={value!r} ({where}): HCCL accepts an integer number of MB >= 1")
+            return mb, f"{name} in {where}"
     return HCCL_BUFFSIZE_DEFAULT_MB, "CANN's default HCCL_BUFFSIZE (200 MB)"
 
 
