@@ -144,7 +144,9 @@ def run_checks(args: argparse.Namespace, folder: Path, emulated: bool) -> list[C
             status["code"] = run_check.launch(run_dir, tiny, emulated, args.tp, args.timeout).returncode
             if stopped_by_ctrl_c(status["code"]):
                 raise KeyboardInterrupt  # the user's stop, not the host failing the recipe
-            return run_check.dapo_check(run_dir, status["code"], emulated)
+            check = run_check.dapo_check(run_dir, status["code"], emulated)
+            check.value["memory"] = run_check.memory_value(run_dir, tiny, emulated, args.tp)  # planned vs measured
+            return check
 
         checks.append(_timed("dapo", dapo))
         if "trace" in args.checks:
