@@ -8,8 +8,9 @@
   fragmentation, the runtime's workspaces, and vllm-ascend's sleep/wake leak (#9563: about 240 MB a
   cycle, ~0.4 % of a 910B); at 5 % of 61.3 GiB (3 GiB) a run survives a dozen such cycles between restarts.
 - ``memory_input`` (error): a device declaration the plan cannot use (``memory.device``, HCCL_BUFFSIZE).
-- ``memory_plan`` (note): the verdict when it fits, or why no plan was made (a model folder that is not
-  there: the launch's model check refuses that, the doctor runs where the model need not be).
+A plan that cannot be made for the model (a model folder that is not there: the launch's model check
+refuses that, and the doctor runs where the model need not be) gives no finding; the dry run's memory
+section says why. A plan that fits gives none either: the dry run prints its table.
 
 ``memory.check=false`` switches all of them off.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from verl_ascend.checks.findings import ERROR, INFO, WARN, Finding
+from verl_ascend.checks.findings import ERROR, WARN, Finding
 from verl_ascend.checks.pipeline import tag
 from verl_ascend.checks.view import ConfigView
 
@@ -36,9 +37,7 @@ def memory_plan(view: ConfigView) -> Iterator[Finding]:
     try:
         plan = cached_plan(view.config, view.environ)
     except PlanInputError as exc:
-        if MODEL_KEY in str(exc):
-            yield Finding("memory_plan", INFO, f"memory plan not run: {exc}", (MODEL_KEY,))
-        else:
+        if MODEL_KEY not in str(exc):
             from verl_ascend.checks.pipeline import keys_named
 
             yield Finding("memory_input", ERROR, str(exc), keys_named(str(exc)) or ("memory.device",))
@@ -47,13 +46,13 @@ def memory_plan(view: ConfigView) -> Iterator[Finding]:
         term = plan.culprit(phase)
         yield Finding("memory_exceeds_device", ERROR, f"{refusal(plan, phase)}. See `verl-ascend memory` for "
                       "the budgets that fit.", term.keys + ("memory.device_gib",))
+    if plan.kv_short:
+        yield Finding("memory_exceeds_device", ERROR, plan.kv_short, plan.rollout.kv_cache.keys or plan.rollout.weights.keys)
     for phase in plan.tight:
         yield Finding("memory_headroom_low", WARN, f"phase {phase.name!r} ({phase.role}) leaves "
                       f"{gib(plan.headroom(phase))} GiB of {gib(plan.card.bytes)} GiB free, below memory.warn_headroom="
                       f"{plan.warn_headroom}: fragmentation and the sleep/wake leak (vllm-ascend #9563) live there",
                       plan.culprit(phase).keys + ("memory.warn_headroom",))
-    if plan.fits:
-        yield Finding("memory_plan", INFO, f"memory plan {plan.verdict()} (`verl-ascend memory` for the table)")
 
 
 tag(memory_plan, trusts_config=True, launch=True)

@@ -1,4 +1,7 @@
-"""``verl-ascend doctor`` and ``verl-ascend dry-run``: judge a recipe's config and start nothing.
+"""``verl-ascend doctor``, ``verl-ascend dry-run`` and ``verl-ascend memory``: judge a recipe's config and start nothing.
+
+``memory`` prints the memory plan (``verl_ascend.memory``) the doctor's ``memory_exceeds_device`` rule judges,
+with its table, plot, JSON and advice.
 
 Why here: both run the one validation pipeline (``verl_ascend.checks.validate``) on a config the
 installed recipe composes (``verl_ascend.launch.Recipe``), and a second recipe gets them unchanged. They
@@ -18,15 +21,17 @@ finding, a config that cannot be composed, upstream's old reward keys), 1 the co
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from omegaconf import DictConfig, OmegaConf
 
 from verl_ascend import checks
-from verl_ascend.checks.exits import OK, REFUSED
+from verl_ascend.checks.exits import FAILED, OK, REFUSED
 
 EXAMPLES = {  # beside each row's own example in verl_ascend/cli.py
     "doctor": "verl-ascend doctor --config-name dapo_demo_cpu --strict",
@@ -156,4 +161,61 @@ def _verdict(findings, strict: bool) -> int:
     if refused is None:
         return OK
     print(str(refused), file=sys.stderr, flush=True)
+    return REFUSED
+
+
+MEMORY_EXAMPLES = ("verl-ascend memory --config-name dapo_qwen25_32b_npu --plot memory.png",
+                   "verl-ascend memory --config-name dapo_qwen25_32b_npu actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+                   "verl-ascend memory --json - memory.device_gib=32")
+
+
+def memory(argv: Sequence[str] | None = None, recipe=None) -> int:
+    """``verl-ascend memory [--config-name NAME] [--plot PNG] [--json PATH] [overrides...]``: the memory plan
+    (``verl_ascend.memory``) of a config, phase by phase: exit 0 fits, 2 does not (or input it cannot use)."""
+    from verl_ascend.cli import parser as cli_parser
+    from verl_ascend.memory import render
+    from verl_ascend.memory.advice import advise
+    from verl_ascend.memory.plan import plan, refusal
+    from verl_ascend.memory.terms import PlanInputError
+
+    recipe = _recipe(recipe)
+    parser = cli_parser("memory", "The memory plan of a config: per phase and card role what stays resident, what "
+                        "the phase adds, its peak against the card, and the verdict; starts nothing.", MEMORY_EXAMPLES[1:])
+    parser.add_argument("--config-name", default=recipe.default_config,
+                        help=f"recipe config to compose (default {recipe.default_config}, the one train runs)")
+    parser.add_argument("--config-dir", default=None, help="folder holding the config (default: the recipe's config/)")
+    parser.add_argument("--plot", type=Path, default=None, help="write a stacked-bar PNG of the phases here")
+    parser.add_argument("--json", default=None, metavar="PATH", help="write the plan as JSON here ('-': stdout)")
+    parser.add_argument("--detail", action="store_true", help="list every term with its keys and source")
+    parser.add_argument("--no-advice", action="store_true", help="skip the suggestions (each costs a few plans)")
+    parser.add_argument("overrides", nargs="*", help="upstream-style Hydra overrides, e.g. memory.device_gib=32")
+    args = parser.parse_args(argv)
+    args.config_dir = args.config_dir or recipe.config_dir
+    config = _compose(args, sys.stderr)
+    if config is None:
+        return REFUSED
+    try:
+        result = plan(config)
+        advice = [] if args.no_advice else advise(config, result)
+    except PlanInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return REFUSED
+    lines = render.report(result, detail=args.detail)
+    lines += [f"advice: {line}" for line in advice]
+    lines.append(f"planned in {result.seconds:.1f} s")
+    print("\n".join(lines), file=sys.stderr if args.json == "-" else sys.stdout)
+    try:
+        if args.plot:
+            render.plot(result, args.plot, title=f"{args.config_name}: {'fits' if result.fits else 'does NOT fit'}")
+        if args.json:
+            text = json.dumps({**render.to_json(result), "advice": advice}, indent=2)
+            sys.stdout.write(text + "\n") if args.json == "-" else Path(args.json).write_text(text + "\n")
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return FAILED
+    if result.fits:
+        return OK
+    for why in [refusal(result, phase) for phase in result.over] + [result.kv_short or ""]:
+        if why:
+            print(f"refused: {why}", file=sys.stderr)
     return REFUSED

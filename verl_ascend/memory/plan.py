@@ -52,8 +52,19 @@ class Plan:
         return tuple(p for p in self.phases if 0 <= self.headroom(p) < floor)
 
     @property
+    def kv_short(self) -> str | None:
+        """Why vLLM would refuse to start for want of KV cache (not one maximum-length sequence fits), or None."""
+        r = self.rollout
+        if r.engine != "vllm" or r.seqs_max > 0:
+            return None
+        return (f"the rollout's KV cache ({r.num_blocks} blocks of {r.block_size} tokens, {gib(r.kv_cache.bytes)} GiB "
+                f"per card) holds no {r.max_len}-token sequence: vLLM refuses to start (vllm/v1/core/kv_cache_utils.py "
+                f"_check_enough_kv_cache_memory); keys that change it: {', '.join(r.kv_cache.keys or r.weights.keys)}, "
+                "data.max_response_length")
+
+    @property
     def fits(self) -> bool:
-        return not self.over
+        return not self.over and self.kv_short is None
 
     def culprit(self, phase: Phase) -> Term:
         """The term to change: the phase's largest term that a config key moves (else its largest)."""
@@ -65,7 +76,7 @@ class Plan:
             p = self.peak
             return (f"fits: peak {gib(p.peak)} GiB in {p.name!r} ({p.role}) of {gib(self.card.bytes)} GiB "
                     f"({self.card.name}), headroom {gib(self.headroom(p))} GiB")
-        return "; ".join(refusal(self, p) for p in self.over)
+        return "; ".join([refusal(self, p) for p in self.over] + ([self.kv_short] if self.kv_short else []))
 
 
 def refusal(plan: Plan, phase: Phase) -> str:

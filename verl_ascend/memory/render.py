@@ -85,9 +85,11 @@ def to_json(plan: Plan) -> dict[str, Any]:
 
 def plot(plan: Plan, path: Path, title: str = "") -> Path:
     """Stacked bars per phase (resident hatched, active solid), the card's line across them."""
-    from verl_ascend.report.plots import _pyplot, _save
+    import matplotlib
 
-    plt = _pyplot()
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(plan.phases) + 2), 5))
     names = sorted({t.name for p in plan.phases for t in p.resident + p.active})
     cmap = plt.get_cmap("tab20")
@@ -109,6 +111,10 @@ def plot(plan: Plan, path: Path, title: str = "") -> Path:
     ax.set_ylabel("GiB per card (hatched: resident)")
     ax.set_title(title or f"memory plan: {'fits' if plan.fits else 'does NOT fit'}")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    _save(fig, Path(path))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")  # renamed when complete: never half a PNG
+    fig.savefig(partial, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return Path(path)
+    partial.replace(path)
+    return path

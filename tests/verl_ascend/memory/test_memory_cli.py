@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from verl_ascend.checks import exits
-from verl_ascend.memory.cli import main
+from verl_ascend.launch.commands import memory as main
 
 REPO = Path(__file__).resolve().parents[3]
 BIG = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
