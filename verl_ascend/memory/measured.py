@@ -1,7 +1,7 @@
 """The plan against what a run measured: upstream's ``perf/max_memory_allocated_gb`` / ``_reserved_gb``.
 
-Why these metrics and this part of the plan: upstream verl 0.9.1 logs both at the end of every actor
-update and log-prob pass (``workers/engine_workers.py::_postprocess_output``: the training process's
+Why these metrics and this part of the plan: upstream verl 0.9.1 logs both (under a role prefix,
+``actor/perf/max_memory_allocated_gb``) at the end of every actor update and log-prob pass (``workers/engine_workers.py::_postprocess_output``: the training process's
 ``max_memory_allocated()`` / ``max_memory_reserved()``, never reset, so the process's peak so far). The
 rollout engine runs in its own processes and the collective buffers are not torch's, so the figure to
 hold them against is the trainer's own torch share of each training phase: the phase's terms minus the
@@ -39,8 +39,9 @@ def trainer_peaks(plan: Plan) -> dict[str, int]:
 def measured(values: Mapping[int, Mapping[str, Any]]) -> dict[str, float]:
     """The largest of each upstream memory metric over the run's steps (GiB; absent metrics left out)."""
     out = {}
-    for key in (ALLOCATED, RESERVED):
-        seen = [float(v[key]) for v in values.values() if isinstance(v.get(key), (int, float))]
+    for key in (ALLOCATED, RESERVED):  # upstream's trainer logs them under a role prefix: actor/perf/...
+        seen = [float(x) for v in values.values() for name, x in v.items()
+                if name.endswith(key) and isinstance(x, (int, float)) and not isinstance(x, bool)]
         if seen:
             out[key] = max(seen)
     return out
