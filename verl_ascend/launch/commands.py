@@ -150,6 +150,8 @@ def memory_lines(config: DictConfig, environ: Mapping[str, str]) -> list[str]:
         return [head, *render.report(cached_plan(config, environ))]
     except (PlanInputError, SectionError, ValueError) as exc:
         return [head, f"no plan: {exc}"]
+    except Exception as exc:  # noqa: BLE001 -- the checks name it (rule_crashed); the dry run still ends
+        return [head, f"no plan: the planner failed ({type(exc).__name__}: {exc})"]
 
 
 def render_config(config: DictConfig) -> str:
