@@ -8,7 +8,6 @@ command, checks) can run and be tested. Nothing else belongs in this file.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
