@@ -65,6 +65,7 @@ setup(
         # Config sections of each home (one declaration per key), assembled by the neutral verl_ascend.sections.
         "verl_ascend.sections": [
             "doctor = verl_ascend.checks.options:DoctorOptions",
+            "memory = verl_ascend.memory.options:MemoryOptions",
             "fault_tolerance = verl_ascend.run.options:FaultTolerance",
             "profile_check = verl_ascend.run.trace_check:ProfileCheckOptions",
             "dapo_ascend = recipe.dapo_ascend.options:DapoAscendOptions",

@@ -86,6 +86,10 @@ def commands() -> tuple[Command, ...]:
         Command("plot", "recipe.dapo_ascend.tiny.plot:main", "plot a run's metrics file",
                 "verl-ascend plot outputs/dapo_tiny_cpu/metrics.jsonl",
                 "a metrics file that is missing or holds no training step"),
+        Command("memory", "verl_ascend.launch.commands:memory", "memory plan per phase against the card: table, plot, verdict",
+                "verl-ascend memory --config-name dapo_qwen25_32b_npu --plot memory.png",
+                "the planned peak of a phase exceeds the card (phase, term and keys named), or input the plan "
+                "cannot use (a model without config.json, a device memory of 0 or a string)"),
     )
 
 

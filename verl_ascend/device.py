@@ -40,6 +40,11 @@ class DeviceHooks:
         """The dry run's device section, after the effective settings: what the device adds to each process."""
         return []
 
+    def memory_devices(self, config: Any, environ: Mapping[str, str]) -> Mapping[str, Any]:
+        """The cards this device can be, by name, the default first (``verl_ascend.memory.devices.DeviceMemory``):
+        the memory plan holds each phase's peak against one of them ({}: the user sets ``memory.device_gib``)."""
+        return {}
+
     def evaluated_once(self) -> contextlib.AbstractContextManager:
         """A scope in which the device's derived settings are computed once (a launch, a dry run)."""
         return contextlib.nullcontext()

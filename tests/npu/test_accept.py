@@ -278,3 +278,19 @@ def test_separate_async_on_the_emulator_is_refused_before_anything_runs(tmp_path
     assert cli.main(["--trainer-mode", "separate_async", "--out", str(out)]) == REFUSED
     assert "the emulator does not have; accepted here: --trainer-mode sync" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_record_puts_the_memory_plan_next_to_the_measured_peaks(tmp_path, tiny_dir):
+    """accept.json's dapo check carries the plan of the run's own config (trainer.device=npu: a 910B) next to
+    upstream's actor/perf/max_memory_*_gb of the run, so the first host run calibrates the plan."""
+    metrics = tmp_path / run_check.EXPERIMENT / "metrics.jsonl"
+    metrics.parent.mkdir()
+    rows = [{"step": s, "data": {"critic/score/mean": 0.5, "actor/perf/max_memory_allocated_gb": 0.25 * s,
+                                 "actor/perf/max_memory_reserved_gb": 0.5 * s}} for s in (1, 2)]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    value = run_check.memory_value(tmp_path, tiny_dir, emulated=True, tp=1)
+    assert value["device"] == "Ascend 910B (A2)"
+    assert value["measured_gib"] == {"perf/max_memory_allocated_gb": 0.5, "perf/max_memory_reserved_gb": 1.0}
+    assert set(value["planned_gib"]) == {"actor update", "old log-prob"} and value["planned_peak_phase"] == "actor update"
+    # the relative difference against the unrounded plan (planned_gib is rounded to MiB for reading)
+    assert abs((1 + value["allocated_vs_planned"]) * value["planned_gib"]["actor update"] - 0.5) < 0.5 * 0.05

@@ -94,6 +94,7 @@ def test_every_home_declares_its_sections_through_the_entry_point_group():
     assert by_name == {
         "doctor": "verl_ascend.checks.options:DoctorOptions",
         "fault_tolerance": "verl_ascend.run.options:FaultTolerance",
+        "memory": "verl_ascend.memory.options:MemoryOptions",
         "profile_check": "verl_ascend.run.trace_check:ProfileCheckOptions",
         "trainer.v1.dapo_ascend": "recipe.dapo_ascend.options:DapoAscendOptions",
         "trainer.v1.dapo_ascend.rollout_tail": "recipe.dapo_ascend.rollout_tail.policy:TailPolicy",

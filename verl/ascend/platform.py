@@ -67,6 +67,12 @@ class AscendPlatform(PlatformNPU, DeviceHooks):
 
         return lines(config, environ)
 
+    def memory_devices(self, config, environ):
+        """The Ascend cards the memory plan holds a job against (``memory.py``: 910B, A3 die)."""
+        from verl.ascend.memory import memory_devices
+
+        return memory_devices(config, environ)
+
     def evaluated_once(self):
         """The env profile evaluated once per config state: the checks, then ``deliver_config`` (a launch),
         or three sections (a dry run)."""

@@ -45,6 +45,12 @@ class PlatformCPU(PlatformBase, DeviceHooks):
         except config_defaults.CPUConfigError as exc:
             raise PreflightError(str(exc)) from None
 
+    def memory_devices(self, config, environ):
+        """The CPU's card for the memory plan (``memory.py``): the host's memory shared by its ranks."""
+        from verl.cpu.memory import memory_devices
+
+        return memory_devices(config, environ)
+
     @property
     def device_name(self) -> str:
         return "cpu"

@@ -6,7 +6,8 @@ what upstream's config objects hold (``rules_effective``), rollout engine, rewar
 sampling, FSDP switches, batch and card arithmetic (``rules_layout``), what upstream's asynchronous
 trainer modes assert inside Ray (``rules_async``), what upstream's replay buffer asserts and what its
 group-relative estimators do with one response per prompt (``rules_sampler``), rollout profiling, context
-length, and keys upstream does not define (``rules_schema``)) and those registered by backends and
+length, keys upstream does not define (``rules_schema``), and whether each phase's memory fits the card
+(``rules_memory``)) and those registered by backends and
 recipes through the entry-point group ``verl_ascend.checks`` (setup.py: the Ascend env-profile
 conflicts, ``verl/ascend/env/rules.py``; the recipe's typed keys and rollout-tail policy,
 ``recipe/dapo_ascend/checks.py``; the run folders' destination, ``verl_ascend/run/run_guard.py``). It returns every ``Finding`` (errors first) and never
@@ -49,6 +50,7 @@ from verl_ascend.checks import (
     preflight,
     rules_fsdp,
     rules_layout,
+    rules_memory,
     rules_profiling,
     rules_reward,
     rules_sampler,
@@ -78,6 +80,7 @@ BUILTIN_RULES: tuple[Rule, ...] = (
     *rules_profiling.RULES,
     *rules_context.RULES,
     *rules_schema.RULES,
+    *rules_memory.RULES,
 )
 
 _registered: list[Rule] = []

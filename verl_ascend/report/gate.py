@@ -37,6 +37,7 @@ from typing import Any, Optional
 
 from verl_ascend.checks.exits import FAILED, OK, REFUSED
 from verl_ascend.cli import parser
+from verl_ascend.memory import measured
 from verl_ascend.report import plots
 from verl_ascend.report.metrics_log import read_step_values, torn_tail
 from verl_ascend.report.problems import InputFormatError
@@ -329,6 +330,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     ap.add_argument("--plot", type=Path, default=None, help=f"PNG to write (default: {PLOT_NAME} next to METRICS)")
     ap.add_argument("--no-plot", action="store_true", help="do not draw the plot")
     ap.add_argument("--json", type=Path, default=None, help="also write the comparison as JSON here")
+    ap.add_argument("--run-config", type=Path, default=None,
+                    help="the run's composed config (.hydra/config.yaml): adds the memory plan's trainer peak next to "
+                         "the measured perf/max_memory_*_gb (never gated)")
     return ap.parse_args(argv)
 
 
@@ -350,8 +354,12 @@ def run_gate(args: argparse.Namespace) -> tuple[int, str]:
         raise GateInputError("; ".join(map(str, problems)))
     rows = compare(values, baseline, metrics_path, None if args.gate is None else tuple(args.gate))
     text = dropped + render_table(rows, baseline, metrics_path)
+    memory = _memory(args.run_config, values)
+    if memory:
+        text += "\n" + "\n".join(measured.lines(memory))
     if args.json:
-        _write_text_atomic(args.json, json.dumps(to_json(rows, baseline, metrics_path), indent=2) + "\n")
+        data = {**to_json(rows, baseline, metrics_path), **({"memory": memory} if memory else {})}
+        _write_text_atomic(args.json, json.dumps(data, indent=2) + "\n")
         text += f"\njson: {args.json}"
     if not args.no_plot:
         target = args.plot or args.metrics.with_name(PLOT_NAME)
@@ -360,6 +368,21 @@ def run_gate(args: argparse.Namespace) -> tuple[int, str]:
         except Exception as e:  # the plot is a view of the table: never lose the verdict over it
             print(f"warning: could not draw {target} ({type(e).__name__}: {e})", file=sys.stderr)
     return (REFUSED if any(r.regressed for r in rows) else OK), text
+
+
+def _memory(run_config: Optional[Path], values: dict) -> dict:
+    """The memory plan of the run's config against its measured peaks (shown, never gated); {} without a config."""
+    if run_config is None:
+        return {}
+    import yaml
+
+    try:
+        tree = yaml.safe_load(run_config.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise GateInputError(f"--run-config {run_config}: cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(tree, dict):
+        raise GateInputError(f"--run-config {run_config}: expected the run's composed config, a mapping")
+    return measured.compare_config(tree, values)
 
 
 def _drop_torn_tail(path: Path, problems: list, window: tuple[int, int]) -> tuple[list, str]:

@@ -43,6 +43,7 @@ from typing import Optional
 from verl_ascend import trainer_mode
 from verl_ascend.checks.exits import FAILED, OK, REFUSED
 from verl_ascend.cli import parser
+from verl_ascend.memory import measured
 from verl_ascend.report import analysis, async_modes, checklist
 from verl_ascend.report.lanes import LaneStats, analyze_ascend_dir, analyze_chrome_trace
 from verl_ascend.report.metrics_log import read_metrics_log, read_step_values
@@ -146,6 +147,8 @@ def build_report(paths: list[str | Path], settings: Optional[Settings] = None, *
     view = async_modes.build(mode, run, values, lanes, settings)
     if view is not None:
         data["async"] = view.data
+    if run.configs and measured.measured(values):  # the first host run calibrates the plan
+        data["memory"] = measured.compare_config(run.configs[0], values)
     return Report(data, lanes, rounds, problems, view)
 
 
@@ -259,6 +262,8 @@ def render_text(report: Report) -> str:
 
     if d.get("async"):
         out.extend(async_modes.render(d["async"]))
+    if d.get("memory"):
+        out.extend(["", *measured.lines(d["memory"])])
         out.append("")
 
     if report.problems:

@@ -149,7 +149,9 @@ def run_checks(args: argparse.Namespace, folder: Path, emulated: bool) -> list[C
                                               args.trainer_mode).returncode
             if stopped_by_ctrl_c(status["code"]):
                 raise KeyboardInterrupt  # the user's stop, not the host failing the recipe
-            return run_check.dapo_check(run_dir, status["code"], emulated, args.trainer_mode)
+            check = run_check.dapo_check(run_dir, status["code"], emulated, args.trainer_mode)
+            check.value["memory"] = run_check.memory_value(run_dir, tiny, emulated, args.tp)  # planned vs measured
+            return check
 
         checks.append(_timed("dapo", dapo))
         if "trace" in args.checks:

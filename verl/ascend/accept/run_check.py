@@ -87,7 +87,22 @@ def step_metrics(metrics: Path) -> dict[int, dict]:
     if not metrics.is_file():
         return {}
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    return {r["step"]: r["data"] for r in records if "critic/score/mean" in r["data"]}
+    return {r["step"]: r["data"] for r in records if "critic/score/mean" in r["data"]}  # the memory metrics too
+
+
+def memory_value(folder: Path, tiny: Path, emulated: bool, tp: int) -> dict:
+    """The memory plan of the run's own config next to what the run measured (upstream's
+    ``perf/max_memory_allocated_gb`` / ``_reserved_gb``, the training process's torch.npu peaks), so the
+    first host run calibrates the plan (``verl_ascend/memory/measured.py``; on the emulator the figures
+    are the CPU process's peak RSS)."""
+    from verl_ascend.launch.recipe import registered_recipe
+    from verl_ascend.memory.measured import compare_config
+
+    try:
+        config = registered_recipe().compose(EXPERIMENT, [f"tiny_dir={tiny}", *overrides(folder, emulated, tp)])
+    except Exception as exc:  # noqa: BLE001 -- the record says why, the other checks stand
+        return {"error": f"the run's config does not compose here: {exc}"}
+    return compare_config(config, step_metrics(folder / EXPERIMENT / "metrics.jsonl"))
 
 
 def weight_sync(steps: dict[int, dict], mode: str) -> dict:
