@@ -86,6 +86,11 @@ def commands() -> tuple[Command, ...]:
         Command("plot", "recipe.dapo_ascend.tiny.plot:main", "plot a run's metrics file",
                 "verl-ascend plot outputs/dapo_tiny_cpu/metrics.jsonl",
                 "a metrics file that is missing or holds no training step"),
+        Command("cluster", "verl_ascend.cluster.command:main",
+                "check every node of the running Ray cluster for a job: stack, devices, env, files, links, a collective",
+                "verl-ascend cluster --config-name dapo_qwen25_32b_npu trainer.nnodes=16",
+                "a node not ready (each FAIL cell: node, check, expected, fix), no Ray cluster at the address, a "
+                "config that does not compose"),
     )
 
 
