@@ -135,6 +135,7 @@ def checkpoint_cells(job: Job, writes: Mapping[str, dict], seen: Mapping[str, li
     ``writes``: node id -> :func:`probe.write_token`'s record; ``seen``: node id -> ids whose token it read back;
     ``reference``: the node whose storage counts as the job's (the driver's node: rank 0's tracker file lands there)."""
     wrote = {n for n, w in writes.items() if w.get("wrote")}
+    ref = reference if reference in wrote else None
     out = {}
     for node, record in writes.items():
         folder = job.checkpoint_dir
@@ -142,15 +143,27 @@ def checkpoint_cells(job: Job, writes: Mapping[str, dict], seen: Mapping[str, li
             out[node] = cells.fail("checkpoint", f"cannot write in {folder}: {record.get('error')}", "a writable folder",
                                    "create the folder with write access for the job's user on this node (trainer.default_local_dir)")
             continue
-        missing = sorted(labels[n] for n in wrote - set(seen.get(node, [])))
+        missing = _not_shared(node, ref, wrote, seen)
         if missing:
+            names = ", ".join(sorted(labels[n] for n in missing))
             out[node] = cells.fail(
-                "checkpoint", f"{folder} is node-local: tokens written from {', '.join(missing)} are not visible here; {RESUME}",
-                f"one folder shared by every node (a token written on one node read back on all)",
+                "checkpoint", f"{folder} is node-local: not the folder {names} writes (a token written on one is not read "
+                f"back on the other); {RESUME}",
+                "one folder shared by every node (a token written on one node read back on all)",
                 "point trainer.default_local_dir at storage every node mounts (NFS, a parallel file system) at the same path")
             continue
         out[node] = _room(job, record)
     return out
+
+
+def _not_shared(node: str, ref: str | None, wrote: set[str], seen: Mapping[str, list[str]]) -> list[str]:
+    """The nodes whose folder ``node``'s is not: the reference's storage is the job's, so only a node that does
+    not share it is named (not the reference too); without a reference, every node whose token it missed."""
+    if ref is None:
+        return [n for n in wrote if n != node and n not in seen.get(node, [])]
+    if node == ref:
+        return []
+    return [ref] if ref not in seen.get(node, []) or node not in seen.get(ref, []) else []
 
 
 def _room(job: Job, record: dict) -> cells.Cell:
