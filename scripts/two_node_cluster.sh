@@ -32,6 +32,7 @@
 #   CLUSTER_DIR   state directory           (default /tmp/verl-ascend-2node-$(id -u))
 #   NODE_CPUS     logical CPUs per node     (default 8)
 #   NODE_GPUS     logical GPU slots per node (default 1; trainer.n_gpus_per_node follows it)
+#   START_WAIT_S  seconds to wait for a node to join (default 180)
 #   VERL_ASCEND_TINY_DIR, VERL_ASCEND_OUTPUT_DIR   as for examples/dapo_tiny_cpu.sh
 #   HEAD_ENV, WORKER_ENV  arguments of env(1) for that node's `ray start` (default none): NAME=VALUE sets a
 #                 variable on that node only, -u NAME removes it (e.g. WORKER_ENV="PYTHONPATH=/tmp/shadow")
@@ -44,6 +45,7 @@ cd "$(dirname "$0")/.."
 CLUSTER_DIR="${CLUSTER_DIR:-/tmp/verl-ascend-2node-$(id -u)}"
 NODE_CPUS="${NODE_CPUS:-8}"
 NODE_GPUS="${NODE_GPUS:-1}"
+START_WAIT_S="${START_WAIT_S:-180}"
 PY="${PYTHON:-python}"
 # scripts/ on the path of the nodes (started from here) and the driver: node_report is imported by name
 export PYTHONPATH="$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}"
@@ -129,9 +131,9 @@ cmd_start() {
   export RAY_ADDRESS=""  # never pick up another cluster from the environment
   start_node head "$HEAD_IP" --head --port="$gcs" --ray-client-server-port="$client" \
     --include-dashboard=false --temp-dir="$CLUSTER_DIR/ray" --resources='{"verl_ascend_head": 1}'
-  wait_nodes 1 180
+  wait_nodes 1 "$START_WAIT_S"
   start_node worker "$WORKER_IP" --address="$HEAD_IP:$gcs" --resources='{"verl_ascend_worker": 1}'
-  wait_nodes 2 180
+  wait_nodes 2 "$START_WAIT_S"
   log "cluster up at $(cat "$CLUSTER_DIR/address"): head pid $(cat "$CLUSTER_DIR/head.pid"), worker pid $(cat "$CLUSTER_DIR/worker.pid")"
 }
 
@@ -140,7 +142,7 @@ cmd_restart_worker() {
   stop_nodes worker
   export RAY_ADDRESS=""
   start_node worker "$WORKER_IP" --address="$(cat "$CLUSTER_DIR/address")" --resources='{"verl_ascend_worker": 1}'
-  wait_worker 180
+  wait_worker "$START_WAIT_S"
   log "worker restarted: pid $(cat "$CLUSTER_DIR/worker.pid")"
 }
 

@@ -73,6 +73,12 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:240]}"
 
 
+def _waited(result: dict) -> bool:
+    """The rank's failure is a wait that ran out (another rank never came), not an error of its own."""
+    error = result.get("error", "").lower()
+    return "timeout" in error or "timed out" in error
+
+
 def bus_bandwidth(nbytes: int, seconds: float, world: int) -> float:
     """Bytes per second on the bus of a ring all-reduce of ``nbytes`` that took ``seconds`` across ``world`` ranks."""
     return nbytes / seconds * 2 * (world - 1) / world if seconds > 0 and world > 1 else 0.0
@@ -85,9 +91,15 @@ def collective_cells(results: dict[str, dict | None], labels: dict[str, str], ra
     by_rank = {rank: node for node, rank in ranks.items()}
     rank0 = results.get(by_rank.get(0)) or {}
     unreachable = {by_rank[r] for r in rank0.get("missing", []) if r in by_rank}
+    # a rank that failed on its own (no answer, never joined, its own error) is the culprit; the ranks that only
+    # waited for it and timed out are not named again
+    culprits = {n for n, r in results.items() if r is None or n in unreachable or (not r["ok"] and not _waited(r))}
     out = {}
     for node, result in results.items():
-        if result is None:
+        if culprits and node not in culprits and not result["ok"]:
+            out[node] = cells.skip("collective", f"{backend}: the group did not form, this rank waited for "
+                                   f"{', '.join(sorted(labels[n] for n in culprits))}")
+        elif result is None:
             out[node] = cells.fail("collective", f"{backend}: no answer within {timeout_s:g} s", "the rank joining the group",
                                    "this node is hung or overloaded: see its Ray logs; restart its Ray")
         elif node in unreachable:

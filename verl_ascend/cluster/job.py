@@ -24,8 +24,8 @@ SHARED_PREFIXES = ("HCCL_", "GLOO_", "NCCL_", "TP_SOCKET_IFNAME", "ASCEND_", "TA
 WATCHED_PREFIXES = (*SHARED_PREFIXES, "VERL_")
 # Set per node or per process on purpose (each node's own cards, the launching shell's own files):
 # compared by the devices check or not at all.
-PER_NODE = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "ASCEND_PROCESS_LOG_PATH", "VERL_ASCEND_TEST_E2E",
-            "VERL_ASCEND_OUTPUT_DIR", "VERL_FILE_LOGGER_PATH", "VERL_ASCEND_NODE_REPORT_DIR")
+PER_NODE = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "ASCEND_PROCESS_LOG_PATH", "VERL_ASCEND_OUTPUT_DIR",
+            "VERL_FILE_LOGGER_PATH")
 TOKEN_PREFIX = ".verl-ascend-cluster-"  # the shared-folder token files, removed by the check itself
 
 

@@ -248,7 +248,8 @@ def test_collective_cells_name_the_node_that_never_joined():
     results[THIRD] = {"rank": 2, "ok": False, "stage": "rendezvous", "error": "refused"}
     made = collective.collective_cells(results, LABELS, ranks, "gloo", 5)
     assert "never reached rank 0's store at 10.0.0.1 (head)" in made[THIRD].detail
-    assert made[WORKER].status == cells.FAIL and "group" in made[WORKER].detail
+    assert made[WORKER].status == made[HEAD].status == cells.SKIP  # they only waited for the third node
+    assert "waited for 10.0.0.3" in made[WORKER].detail
 
 
 def test_one_rank_all_reduce_runs_for_real():
@@ -280,3 +281,12 @@ def test_table_text_json_and_verdict():
 def test_a_cell_outside_the_columns_is_refused():
     with pytest.raises(ValueError, match="accepted: node, stack"):
         cells.Cell("weather", cells.OK, "sunny")
+
+
+def test_the_ranks_that_only_waited_are_not_named():
+    ranks = {HEAD: 0, WORKER: 1}
+    results = {HEAD: {"rank": 0, "ok": False, "stage": "group", "error": "DistStoreError: wait timed out", "missing": []},
+               WORKER: {"rank": 1, "ok": False, "stage": "group", "error": "RuntimeError: Unable to find address for: ens9"}}
+    made = collective.collective_cells(results, LABELS, ranks, "gloo", 5)
+    assert made[WORKER].status == cells.FAIL and "ens9" in made[WORKER].detail
+    assert made[HEAD].status == cells.SKIP and "waited for 10.0.0.2" in made[HEAD].detail

@@ -24,6 +24,7 @@ import subprocess
 
 from verl.ascend.nodes import tools
 from verl_ascend.cluster import cells
+from verl_ascend.envs import parse_bool
 
 NOSET = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
 TOOL_HOMES = {"npu-smi": ("/usr/local/sbin", "/usr/local/bin"), "hccn_tool": ("/usr/local/Ascend/driver/tools",)}
@@ -76,6 +77,7 @@ def device_cells(job, environ, npu_slots: float | None) -> tuple[list[cells.Cell
     try:
         version, cards = tools.parse_npu_smi(run_tool(smi, "info"))
         visible = tools.parse_visible(environ.get("ASCEND_RT_VISIBLE_DEVICES"))
+        noset = parse_bool(NOSET, environ.get(NOSET, ""))
     except (RuntimeError, ValueError) as exc:
         return [cells.fail("devices", str(exc), "npu-smi info answering, a readable visible-devices list",
                            "check the NPU driver on this node (npu-smi info)")], {}
@@ -95,7 +97,7 @@ def device_cells(job, environ, npu_slots: float | None) -> tuple[list[cells.Cell
         out.append(cells.fail("devices", f"{len(used)} visible cards, Ray NPU slots {npu_slots}, n_gpus_per_node={need}",
                               f"at least {need} visible cards and Ray NPU slots", "expose the node's cards to Ray "
                               "(ASCEND_RT_VISIBLE_DEVICES before ray start), or lower trainer.n_gpus_per_node"))
-    if environ.get(NOSET, "").strip().lower() in ("1", "true", "yes", "on"):
+    if noset:
         problem = tools.noset_mapping_problem(visible)
         if problem:
             out.append(cells.fail("devices", f"{NOSET}=1: {problem}", "ASCEND_RT_VISIBLE_DEVICES unset or 0..n-1",
