@@ -63,6 +63,15 @@ def warn(check: str, detail: str, expected: str, fix: str, **data) -> Cell:
     return Cell(check, WARN, detail, expected, fix, data=data)
 
 
+def capacity(check: str, have: str, free: int, need: int | None, need_text: str, unknown: str, fix: str) -> Cell:
+    """``free`` bytes (described by ``have``) against ``need`` (None: nothing to hold it against, ``unknown`` says why)."""
+    if need is None:
+        return ok(check, f"{have}{unknown}", free=free)
+    if free < need:
+        return fail(check, f"{have}, below {need_text}", need_text, fix, free=free, needed=need)
+    return ok(check, f"{have}; {need_text}", free=free, needed=need)
+
+
 def worst(cells) -> str | None:
     """The status a column shows for these cells (None: no cell)."""
     statuses = [c.status for c in cells]

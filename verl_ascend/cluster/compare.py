@@ -168,15 +168,11 @@ def _not_shared(node: str, ref: str | None, wrote: set[str], seen: Mapping[str, 
 
 def _room(job: Job, record: dict) -> cells.Cell:
     free = record.get("free", 0)
-    shared = f"{job.checkpoint_dir}: shared, {free / 2**30:.1f} GiB free"
-    if job.checkpoint_bytes is None:
-        return cells.ok("checkpoint", f"{shared} (checkpoint size unknown: no safetensors in the model folder)", free=free)
-    need = f"{job.checkpoint_bytes / 2**30:.2f} GiB for one checkpoint"
-    if free < job.checkpoint_bytes:
-        return cells.fail("checkpoint", f"{shared}, below {need}", need,
-                          "free space there, or move trainer.default_local_dir to a larger file system", free=free,
-                          needed=job.checkpoint_bytes)
-    return cells.ok("checkpoint", f"{shared}, {need}", free=free, needed=job.checkpoint_bytes)
+    need = job.checkpoint_bytes
+    return cells.capacity("checkpoint", f"{job.checkpoint_dir}: shared, {free / 2**30:.1f} GiB free", free, need,
+                          f"{(need or 0) / 2**30:.2f} GiB for one checkpoint",
+                          " (checkpoint size unknown: no safetensors in the model folder)",
+                          "free space there, or move trainer.default_local_dir to a larger file system")
 
 
 def no_answer(timeout_s: float, why: str) -> cells.Cell:

@@ -284,15 +284,11 @@ def memory_cell(job: Job) -> cells.Cell:
     free = available_memory()
     if free is None:
         return cells.skip("memory", "no /proc/meminfo on this node")
-    have = f"{free / 2**30:.1f} GiB available"
-    if job.host_bytes is None:
-        return cells.ok("memory", f"{have}; nothing offloaded to the host", available=free)
-    need = f"{job.host_bytes / 2**30:.1f} GiB for the offloaded states ({job.host_bytes_why})"
-    if free < job.host_bytes:
-        return cells.fail("memory", f"{have}, below {need}", need,
-                          "free host memory on this node, or offload less (fsdp_config.optimizer_offload=False)",
-                          available=free, needed=job.host_bytes)
-    return cells.ok("memory", f"{have}; {need}", available=free, needed=job.host_bytes)
+    need = job.host_bytes
+    return cells.capacity("memory", f"{free / 2**30:.1f} GiB available", free, need,
+                          f"{(need or 0) / 2**30:.1f} GiB for the offloaded states ({job.host_bytes_why})",
+                          "; nothing offloaded to the host",
+                          "free host memory on this node, or offload less (fsdp_config.optimizer_offload=False)")
 
 
 # ----------------------------------------------------------------------------- one node
