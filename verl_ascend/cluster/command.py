@@ -61,7 +61,7 @@ class NodeAgent:
         return collective.run_rank(rank, world, master, port, backend, device, timeout_s, nbytes)
 
     def clean_up(self) -> None:
-        probe.remove_token(self.job, self.node_id, self.record["token"].get("created", False))
+        probe.remove_token(self.job, self.node_id, self.record["token"].get("created", ""))
 
 
 # ----------------------------------------------------------------------------- the driver

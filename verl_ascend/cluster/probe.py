@@ -232,15 +232,19 @@ def data_fingerprint(path: str) -> str:
 
 # ----------------------------------------------------------------------------- checkpoint folder
 def write_token(job: Job, node_id: str) -> dict:
-    """Create the checkpoint folder if needed and write this node's token in it; what happened."""
+    """Create the checkpoint folder if needed and write this node's token in it; what happened (``created``: the
+    topmost folder this call created, "" when the folder existed)."""
     folder = job.checkpoint_dir
-    created = not os.path.exists(folder)
+    created = ""
+    probe = folder
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        created, probe = probe, os.path.dirname(probe)
     try:
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, f"{TOKEN_PREFIX}{job.check_id}-{node_id}"), "w") as f:
             f.write(node_id)
     except OSError as exc:
-        return {"wrote": False, "error": f"{exc.strerror or exc} ({folder})", "created": False}
+        return {"wrote": False, "error": f"{exc.strerror or exc} ({folder})", "created": ""}
     usage = shutil.disk_usage(folder)
     return {"wrote": True, "created": created, "free": usage.free, "device": os.stat(folder).st_dev}
 
@@ -254,17 +258,19 @@ def read_tokens(job: Job) -> list[str]:
         return []
 
 
-def remove_token(job: Job, node_id: str, created: bool) -> None:
-    """Remove this node's token, and the folder when this check created it and left it empty."""
+def remove_token(job: Job, node_id: str, created: str) -> None:
+    """Remove this node's token, and the folders this check created (``created`` and below) once empty."""
     try:
         os.remove(os.path.join(job.checkpoint_dir, f"{TOKEN_PREFIX}{job.check_id}-{node_id}"))
     except OSError:
         pass
-    if created:
+    folder = job.checkpoint_dir
+    while created and (folder == created or folder.startswith(created + os.sep)):
         try:
-            os.rmdir(job.checkpoint_dir)
-        except OSError:  # another node's token still there, or a shared folder another node removes
-            pass
+            os.rmdir(folder)
+        except OSError:  # another node's token still there, or a shared folder another node removed
+            return
+        folder = os.path.dirname(folder)
 
 
 # ----------------------------------------------------------------------------- memory

@@ -192,8 +192,9 @@ EXAMPLE = REPO / "examples" / "dapo_qwen25_32b_npu.sh"
 
 
 def example(cluster, tmp_path, *args, **env):
-    environ = cluster.env(RAY_ADDRESS="", NNODES="2", NPUS_PER_NODE="1", PYTHON=sys.executable, HOME=str(tmp_path),
-                          MODEL_PATH=str(cluster.model), OUTPUT_DIR=str(tmp_path / "runs"), **env)
+    base = dict(RAY_ADDRESS="", NNODES="2", NPUS_PER_NODE="1", PYTHON=sys.executable, HOME=str(tmp_path),
+                MODEL_PATH=str(cluster.model), OUTPUT_DIR=str(tmp_path / "runs"))
+    environ = cluster.env(**{**base, **env})
     address = (cluster.dir / "address").read_text().strip()
     return subprocess.run(["bash", str(EXAMPLE), f"+ray_kwargs.ray_init.address={address}",
                            "+ray_kwargs.ray_init._node_ip_address=127.0.0.2", *args],
@@ -201,11 +202,12 @@ def example(cluster, tmp_path, *args, **env):
 
 
 def test_the_npu_example_says_the_check_will_run(cluster, tmp_path):
-    run = example(cluster, tmp_path, DRY_RUN="1")
+    sizes = dict(NPUS_PER_NODE="8", MODEL_PATH="/models/q32")  # the shipped layout: the dry run's doctor accepts it
+    run = example(cluster, tmp_path, DRY_RUN="1", **sizes)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "# cluster check: NNODES=2 > 1, so a real run first runs `verl-ascend cluster`" in run.stderr
     assert "CLUSTER_CHECK=0 skips it" in run.stderr
-    skipped = example(cluster, tmp_path, DRY_RUN="1", CLUSTER_CHECK="0")
+    skipped = example(cluster, tmp_path, DRY_RUN="1", CLUSTER_CHECK="0", **sizes)
     assert skipped.returncode == 0 and "# cluster check" not in skipped.stderr
 
 

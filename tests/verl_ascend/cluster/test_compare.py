@@ -116,7 +116,7 @@ def test_files_cell_names_a_missing_folder_and_a_changed_config(tmp_path):
 
 # ----------------------------------------------------------------------------- checkpoint folder
 def test_tokens_in_a_real_folder_shared_then_node_local(tmp_path):
-    j = job(tmp_path, checkpoint_bytes=10)
+    j = job(tmp_path, checkpoint_bytes=10, checkpoint_dir=str(tmp_path / "ckpt" / "run"))
     writes = {n: probe.write_token(j, n) for n in (HEAD, WORKER)}
     assert all(w["wrote"] for w in writes.values()) and writes[HEAD]["created"] and not writes[WORKER]["created"]
     seen = {n: probe.read_tokens(j) for n in (HEAD, WORKER)}
@@ -129,7 +129,7 @@ def test_tokens_in_a_real_folder_shared_then_node_local(tmp_path):
     assert "10.0.0.1 (head)" in local[WORKER].detail and "resume" in local[WORKER].detail
     for node in (WORKER, HEAD):
         probe.remove_token(j, node, writes[node]["created"])
-    assert not (tmp_path / "ckpt").exists()  # created by the check, removed by it once empty
+    assert list(tmp_path.iterdir()) == []  # ckpt/run created by the check, both removed by it once empty
 
 
 def test_checkpoint_room_and_unwritable_folder(tmp_path):
