@@ -75,7 +75,9 @@ class Bench:
         begin = time.monotonic()
         done = subprocess.run(["bash", str(SCRIPT), *args], cwd=REPO, env=self.env(), capture_output=True, text=True)
         wall = time.monotonic() - begin
-        report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {"findings": [], "notes": []}
+        if not done.stdout.strip().startswith("{"):
+            raise SystemExit(f"the check printed no report (exit {done.returncode}): {done.stderr[-2000:]}")
+        report = json.loads(done.stdout)
         failed = sorted({(c["node"], c["check"]) for c in report["findings"] if c["status"] == "FAIL"})
         return {"exit": done.returncode, "command_s": round(wall, 2), "check_s": round(report.get("wall_s", 0.0), 2),
                 "failed": failed, "findings": len(report["findings"]), "rounds": rounds(report["notes"]),

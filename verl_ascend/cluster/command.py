@@ -278,7 +278,7 @@ def main(argv: Sequence[str] | None = None, recipe=None) -> int:
                         help="MiB all-reduced to measure the bandwidth (default 16)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("overrides", nargs="*", help="upstream-style Hydra overrides, e.g. trainer.nnodes=16")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options may follow overrides (scripts append theirs)
     if args.timeout <= 0 or args.collective_mib <= 0:
         parser.error("--timeout and --collective-mib must be positive")
     args.config_dir = args.config_dir or recipe.config_dir

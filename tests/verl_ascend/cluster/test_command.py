@@ -9,7 +9,7 @@ from verl_ascend.cluster import command
 
 
 def test_a_config_that_does_not_compose_is_refused_by_name(capsys):
-    assert command.main(["trainer.no_such_key=1"]) == exits.REFUSED
+    assert command.main(["trainer.nnodes=2", "--json", "trainer.no_such_key=1"]) == exits.REFUSED  # options between overrides
     err = capsys.readouterr().err
     assert err.startswith("verl-ascend cluster: not ready:") and "trainer.no_such_key" in err
 
