@@ -180,6 +180,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="healthy runs (default 3)")
     parser.add_argument("--timeout", type=float, default=30.0, help="the check's --timeout (default 30, its own default)")
+    parser.add_argument("--only", default="", help="comma-separated fault names: run those and merge them into "
+                        "an earlier results.json (the rest kept)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "cluster_check"))
     parser.add_argument("--plot", default=str(REPO / "docs" / "ascend_tutorial" / "images" / "cluster_check.png"))
     args = parser.parse_args()
@@ -190,11 +192,18 @@ def main() -> int:
         try:
             bench.prepare()
             healthy = [bench.check() for _ in range(args.repeats)]
-            faults = [run_fault(bench, *fault) for fault in FAULTS]
+            only = [n.strip() for n in args.only.split(",") if n.strip()]
+            faults = [run_fault(bench, *fault) for fault in FAULTS if not only or fault[0] in only]
         finally:
             bench.script("thaw") if (bench.dir / "worker.pid").exists() else None
             bench.script("stop") if bench.dir.exists() else None
             shutil.rmtree(bench.dir, ignore_errors=True)
+    if only:  # merged into the earlier full run: these faults rerun, the healthy runs added
+        earlier = json.loads((out / "results.json").read_text())
+        rerun = {r["fault"] for r in faults}
+        faults = [r if r["fault"] not in rerun else next(f for f in faults if f["fault"] == r["fault"])
+                  for r in earlier["faults"]]
+        healthy = earlier["healthy"] + healthy
     results = {"healthy": healthy, "faults": faults, "cores": os.cpu_count(), "load": os.getloadavg(),
                "false_alarms": sum(r["findings"] for r in healthy),
                "detected": f"{sum(r['detected'] for r in faults)} of {len(faults)}"}

@@ -73,7 +73,7 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:240]}"
 
 
-def _waited(result: dict) -> bool:
+def waited(result: dict) -> bool:
     """The rank's failure is a wait that ran out (another rank never came), not an error of its own."""
     error = result.get("error", "").lower()
     return "timeout" in error or "timed out" in error
@@ -93,7 +93,7 @@ def collective_cells(results: dict[str, dict | None], labels: dict[str, str], ra
     unreachable = {by_rank[r] for r in rank0.get("missing", []) if r in by_rank}
     # a rank that failed on its own (no answer, never joined, its own error) is the culprit; the ranks that only
     # waited for it and timed out are not named again
-    culprits = {n for n, r in results.items() if r is None or n in unreachable or (not r["ok"] and not _waited(r))}
+    culprits = {n for n, r in results.items() if r is None or n in unreachable or (not r["ok"] and not waited(r))}
     out = {}
     for node, result in results.items():
         if culprits and node not in culprits and not result["ok"]:

@@ -83,6 +83,22 @@ def _wait(refs: dict, timeout_s: float) -> dict:
     return out
 
 
+def _wait_collective(refs: dict, timeout_s: float) -> dict:
+    """Like :func:`_wait`, but done as soon as one rank fails on its own: the others can only wait for it (until
+    their timeout), so they are recorded as having waited, and named as such, seconds earlier."""
+    import ray
+
+    pending, done, deadline = dict(refs), {}, time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        ready, _ = ray.wait(list(pending.values()), num_returns=1, timeout=max(deadline - time.monotonic(), 0))
+        for node in [n for n, ref in pending.items() if ref in ready]:
+            done.update(_wait({node: pending.pop(node)}, 0))
+        if any(isinstance(r, dict) and not r["ok"] and not collective.waited(r) for r in done.values()):
+            stopped = {"ok": False, "stage": "group", "error": "timed out: stopped waiting once a rank failed"}
+            return {**done, **{n: dict(stopped) for n in pending}}
+    return {**done, **dict.fromkeys(pending)}
+
+
 def _nodes(ray) -> tuple[list[dict], list[dict], str]:
     """(alive nodes, dead nodes, the driver's node id)."""
     nodes = ray.nodes()
@@ -227,7 +243,7 @@ def _collective(agents, answered, ips, labels, here, timeout_s, nbytes, comm) ->
                 .at(labels[order[0]])]
     refs = {n: agents[n].collective.remote(ranks[n], len(order), ips[order[0]], port, backend, device, timeout_s, nbytes)
             for n in order}
-    results = _wait(refs, timeout_s + 15)  # the ranks give up after timeout_s; the margin lets them say why
+    results = _wait_collective(refs, timeout_s + 15)  # the ranks give up after timeout_s; the margin lets them say why
     results = {n: (r if isinstance(r, dict) or r is None else {"ok": False, "stage": "actor", "error": collective._short(r)})
                for n, r in results.items()}
     made = collective.collective_cells(results, labels, ranks, backend, timeout_s)
