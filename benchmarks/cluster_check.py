@@ -164,11 +164,12 @@ def plot(results: dict, path: Path) -> None:
 
     runs = [("healthy", r) for r in results["healthy"]] + [(r["fault"], r) for r in results["faults"]]
     fig, ax = plt.subplots(figsize=(9, 4))
-    labels = [f"{n}\n{'detected' if r.get('detected', r['exit'] == 0) else 'MISSED'}" for n, r in runs]
+    labels = [f"{n}: {'ready, 0 findings' if n == 'healthy' else 'detected' if r['detected'] else 'MISSED'}"
+              for n, r in runs]
     ax.bar(range(len(runs)), [r["command_s"] for _, r in runs], color="#9ecae1", label="command (Python start, compose, print)")
     ax.bar(range(len(runs)), [r["check_s"] for _, r in runs], color="#3182bd", label="check (four rounds)")
     ax.axhline(60, color="red", linestyle="--", linewidth=1, label="60 s budget per fault")
-    ax.set_xticks(range(len(runs)), labels, fontsize=7)
+    ax.set_xticks(range(len(runs)), labels, fontsize=7, rotation=30, ha="right")
     ax.set_ylabel("seconds")
     ax.set_title("verl-ascend cluster on the two-node loopback cluster (2 shared cores)")
     ax.legend(fontsize=7)
