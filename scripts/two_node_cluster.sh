@@ -252,5 +252,5 @@ case "${1:-}" in
   restart-worker) cmd_restart_worker ;;
   freeze) cmd_signal STOP ;;
   thaw) cmd_signal CONT ;;
-  *) sed -n '2,40p' "$0"; exit 2 ;;
+  *) sed -n '2,41p' "$0"; exit 2 ;;
 esac
