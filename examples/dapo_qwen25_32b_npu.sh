@@ -27,6 +27,9 @@
 #   NPUS_PER_NODE   Ascend cards per node                        [8]
 #   ROLLOUT_NNODES  separate_async only: nodes of the rollout pool [12]; the trainer pool gets the rest
 #   DRY_RUN         1 = compose, resolve the env profile, run the config doctor, print, exit [0]
+#   CLUSTER_CHECK   with NNODES > 1: 1 = run `verl-ascend cluster` on the running Ray cluster first and
+#                   stop (its exit status, 2 = a node not ready) before anything loads; 0 = skip it [1]
+#                   (docs/ascend_tutorial/multi_node.md)
 #   PYTHON          interpreter with verl-ascend installed       [python3]
 # Prepare the data first (from files you downloaded; nothing is fetched):
 #   verl-ascend data dapo-math -i dapo-math-17k.parquet -o "$DATA_DIR/dapo-math-17k.parquet"
@@ -48,6 +51,7 @@ CKPT_DIR="${CKPT_DIR:-$OUTPUT_DIR/checkpoints/$EXPERIMENT}"
 NNODES="${NNODES:-16}"
 NPUS_PER_NODE="${NPUS_PER_NODE:-8}"
 DRY_RUN="${DRY_RUN:-0}"
+CLUSTER_CHECK="${CLUSTER_CHECK:-1}"
 PYTHON="${PYTHON:-python3}"
 
 die() { echo "dapo_qwen25_32b_npu.sh: error: $*" >&2; exit 2; }
@@ -55,6 +59,7 @@ is_positive_int() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
 is_positive_int "$NNODES" || die "NNODES='$NNODES' must be a positive integer (nodes in the Ray cluster, e.g. 16)"
 is_positive_int "$NPUS_PER_NODE" || die "NPUS_PER_NODE='$NPUS_PER_NODE' must be a positive integer (cards per node, e.g. 8)"
 case "$DRY_RUN" in 0|1) ;; *) die "DRY_RUN='$DRY_RUN' must be 0 or 1" ;; esac
+case "$CLUSTER_CHECK" in 0|1) ;; *) die "CLUSTER_CHECK='$CLUSTER_CHECK' must be 0 or 1" ;; esac
 # Hydra splits unquoted override values on commas and whitespace: refuse such paths up front.
 for name in MODEL_PATH TRAIN_FILE VAL_FILE CKPT_DIR EXPERIMENT; do
   value="${!name}"
@@ -98,15 +103,35 @@ else
   HYDRA_ARGS=("hydra.run.dir=$OUTPUT_DIR/hydra/$EXPERIMENT/$(date +%Y%m%d-%H%M%S)")
 fi
 
+JOB_ARGS=(
+  --config-name dapo_qwen25_32b_npu
+  "actor_rollout_ref.model.path=$MODEL_PATH"
+  "data.train_files=$TRAIN_FILE"
+  "data.val_files=$VAL_FILE"
+  "trainer.nnodes=$TRAIN_NNODES"
+  "trainer.n_gpus_per_node=$NPUS_PER_NODE"
+  ${MODE_ARGS[@]+"${MODE_ARGS[@]}"}
+  "trainer.experiment_name=$EXPERIMENT"
+  "trainer.default_local_dir=$CKPT_DIR"
+)
+
+# More than one node: every node of the running Ray cluster checked for this job (stack, devices, the
+# environment each worker receives, model/data/checkpoint folders, links, a bounded HCCL all-reduce)
+# before anything loads; a finding stops here with the check's exit status (2).
+if (( NNODES > 1 )) && [[ "$CLUSTER_CHECK" == "1" ]]; then
+  if [[ "$DRY_RUN" == "1" ]]; then
+    echo "# cluster check: NNODES=$NNODES > 1, so a real run first runs \`verl-ascend cluster\` with these overrides" \
+      "on the running Ray cluster and stops on a finding (CLUSTER_CHECK=0 skips it)" >&2
+  else
+    status=0
+    "$PYTHON" -m verl_ascend cluster "${JOB_ARGS[@]}" "$@" || status=$?
+    if (( status != 0 )); then
+      echo "dapo_qwen25_32b_npu.sh: the cluster is not ready for the job (verl-ascend cluster exit $status): nothing" \
+        "was loaded; fix the findings above, or set CLUSTER_CHECK=0 to skip the check" >&2
+      exit "$status"
+    fi
+  fi
+fi
+
 # `verl-ascend train`, run through $PYTHON so the interpreter named above is the one that trains.
-exec "$PYTHON" -m verl_ascend train --config-name dapo_qwen25_32b_npu \
-  "actor_rollout_ref.model.path=$MODEL_PATH" \
-  "data.train_files=$TRAIN_FILE" \
-  "data.val_files=$VAL_FILE" \
-  "trainer.nnodes=$TRAIN_NNODES" \
-  "trainer.n_gpus_per_node=$NPUS_PER_NODE" \
-  ${MODE_ARGS[@]+"${MODE_ARGS[@]}"} \
-  "trainer.experiment_name=$EXPERIMENT" \
-  "trainer.default_local_dir=$CKPT_DIR" \
-  "${HYDRA_ARGS[@]}" \
-  "$@"
+exec "$PYTHON" -m verl_ascend train "${JOB_ARGS[@]}" "${HYDRA_ARGS[@]}" "$@"

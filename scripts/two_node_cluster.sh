@@ -7,6 +7,10 @@
 #                                                (starts the cluster first if needed)
 #   scripts/two_node_cluster.sh stop             stop both nodes (only the processes this script started)
 #   scripts/two_node_cluster.sh demo [overrides] start, run, stop
+#   scripts/two_node_cluster.sh check [args]     `verl-ascend cluster` for dapo_tiny_cpu on the two nodes
+#                                                (args: its options and Hydra overrides; starts the cluster first)
+#   scripts/two_node_cluster.sh restart-worker   stop the worker node and start it again (with WORKER_ENV, WORKER_PRIVATE)
+#   scripts/two_node_cluster.sh freeze|thaw      SIGSTOP / SIGCONT the worker node's processes: a hung node
 #
 # Each node is its own `ray start --block` process tree with its own resources: NODE_CPUS logical
 # CPUs, NODE_GPUS logical GPU slots (the cpu platform's training-rank tokens, see
@@ -28,18 +32,26 @@
 #   CLUSTER_DIR   state directory           (default /tmp/verl-ascend-2node-$(id -u))
 #   NODE_CPUS     logical CPUs per node     (default 8)
 #   NODE_GPUS     logical GPU slots per node (default 1; trainer.n_gpus_per_node follows it)
+#   START_WAIT_S  seconds to wait for a node to join (default 180)
 #   VERL_ASCEND_TINY_DIR, VERL_ASCEND_OUTPUT_DIR   as for examples/dapo_tiny_cpu.sh
+#   HEAD_ENV, WORKER_ENV  arguments of env(1) for that node's `ray start` (default none): NAME=VALUE sets a
+#                 variable on that node only, -u NAME removes it (e.g. WORKER_ENV="PYTHONPATH=/tmp/shadow")
+#   WORKER_PRIVATE  folders (space-separated) the worker node sees as its own empty disk: it runs in a private
+#                 mount namespace (unshare -rm) with a tmpfs over each, so they are node-local like a local
+#                 disk of another host (default none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CLUSTER_DIR="${CLUSTER_DIR:-/tmp/verl-ascend-2node-$(id -u)}"
 NODE_CPUS="${NODE_CPUS:-8}"
 NODE_GPUS="${NODE_GPUS:-1}"
+START_WAIT_S="${START_WAIT_S:-180}"
 PY="${PYTHON:-python}"
 # scripts/ on the path of the nodes (started from here) and the driver: node_report is imported by name
 export PYTHONPATH="$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}"
-RAY="${RAY:-$(dirname "$(command -v "$PY")")/ray}"
-[ -x "$RAY" ] || RAY=ray
+# Ray's CLI run by $PY itself, so every node (and each worker it starts) runs the interpreter named here,
+# whatever the shebang of a `ray` script on PATH says (a copied virtual environment keeps the old one).
+RAY_CLI=("$PY" -m ray.scripts.scripts)
 
 HEAD_IP=127.0.0.2
 WORKER_IP=127.0.0.3
@@ -80,9 +92,16 @@ EOF
 start_node() {  # name, ip, extra args...
   local name=$1 ip=$2; shift 2
   local ports; ports=($(free_ports 6))
+  local node_env=() wrap=()
+  if [ "$name" = head ]; then read -r -a node_env <<<"${HEAD_ENV:-}"; else read -r -a node_env <<<"${WORKER_ENV:-}"; fi
+  if [ "$name" = worker ] && [ -n "${WORKER_PRIVATE:-}" ]; then
+    # a private mount namespace: a tmpfs over each folder, seen by this node's processes only
+    # shellcheck disable=SC2016
+    wrap=(unshare -rm sh -c 'for d in $0; do mkdir -p "$d" && mount -t tmpfs tmpfs "$d" || exit 1; done; exec "$@"' "$WORKER_PRIVATE")
+  fi
   # --block keeps `ray start` in the foreground as the parent of its node's processes, so the
   # node is one process tree that `stop` can end by pid.
-  setsid "$RAY" start --block --node-ip-address="$ip" \
+  setsid ${wrap[@]+"${wrap[@]}"} env ${node_env[@]+"${node_env[@]}"} "${RAY_CLI[@]}" start --block --node-ip-address="$ip" \
     --num-cpus="$NODE_CPUS" --num-gpus="$NODE_GPUS" \
     --node-manager-port="${ports[0]}" --object-manager-port="${ports[1]}" \
     --runtime-env-agent-port="${ports[2]}" --dashboard-agent-grpc-port="${ports[3]}" \
@@ -112,15 +131,61 @@ cmd_start() {
   export RAY_ADDRESS=""  # never pick up another cluster from the environment
   start_node head "$HEAD_IP" --head --port="$gcs" --ray-client-server-port="$client" \
     --include-dashboard=false --temp-dir="$CLUSTER_DIR/ray" --resources='{"verl_ascend_head": 1}'
-  wait_nodes 1 180
+  wait_nodes 1 "$START_WAIT_S"
   start_node worker "$WORKER_IP" --address="$HEAD_IP:$gcs" --resources='{"verl_ascend_worker": 1}'
-  wait_nodes 2 180
+  wait_nodes 2 "$START_WAIT_S"
   log "cluster up at $(cat "$CLUSTER_DIR/address"): head pid $(cat "$CLUSTER_DIR/head.pid"), worker pid $(cat "$CLUSTER_DIR/worker.pid")"
 }
 
-cmd_stop() {
+cmd_restart_worker() {
+  node_up head || { log "not started"; return 1; }
+  stop_nodes worker
+  export RAY_ADDRESS=""
+  start_node worker "$WORKER_IP" --address="$(cat "$CLUSTER_DIR/address")" --resources='{"verl_ascend_worker": 1}'
+  wait_worker "$START_WAIT_S"
+  log "worker restarted: pid $(cat "$CLUSTER_DIR/worker.pid")"
+}
+
+wait_worker() {  # timeout_s: until a live node at the worker's address is in the cluster
+  local deadline=$((SECONDS + $1))
+  while [ $SECONDS -lt $deadline ]; do
+    [ "$(alive_at "$WORKER_IP")" -ge 1 ] && return 0
+    sleep 2
+  done
+  log "the worker did not come back; see $CLUSTER_DIR/worker.log"
+  return 1
+}
+
+alive_at() {  # live nodes at this address
+  "$PY" - "$(cat "$CLUSTER_DIR/address")" "$1" <<'EOF' 2>/dev/null || echo 0
+import sys, ray
+ray.init(address=sys.argv[1], _node_ip_address=sys.argv[1].split(":")[0], logging_level="ERROR", log_to_driver=False)
+print(sum(1 for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] == sys.argv[2]))
+EOF
+}
+
+cmd_signal() {  # SIGSTOP / SIGCONT every process of the worker node
+  node_up worker || { log "no worker running"; return 1; }
+  # shellcheck disable=SC2046
+  kill "-$1" $(descendants "$(cat "$CLUSTER_DIR/worker.pid")")
+  log "worker: SIG$1 sent"
+}
+
+cmd_check() {
+  cmd_start
+  export VERL_ASCEND_TINY_DIR="${VERL_ASCEND_TINY_DIR:-$HOME/.cache/verl-ascend/tiny}"
+  "$PY" -m verl_ascend assets --root "$VERL_ASCEND_TINY_DIR" >/dev/null
+  RAY_ADDRESS="" "$PY" -m verl_ascend cluster --config-name dapo_tiny_cpu \
+    trainer.nnodes=2 trainer.n_gpus_per_node="$NODE_GPUS" \
+    +ray_kwargs.ray_init.address="$(cat "$CLUSTER_DIR/address")" +ray_kwargs.ray_init._node_ip_address="$HEAD_IP" \
+    "$@"
+}
+
+cmd_stop() { stop_nodes worker head; }
+
+stop_nodes() {
   local name pids
-  for name in worker head; do
+  for name in "$@"; do
     [ -f "$CLUSTER_DIR/$name.pid" ] || continue
     pids=$(descendants "$(cat "$CLUSTER_DIR/$name.pid")")
     # shellcheck disable=SC2086
@@ -183,5 +248,9 @@ case "${1:-}" in
   status) cmd_status ;;
   run) shift; cmd_run "$@" ;;
   demo) shift; trap cmd_stop EXIT; cmd_run "$@" ;;
-  *) sed -n '2,30p' "$0"; exit 2 ;;
+  check) shift; cmd_check "$@" ;;
+  restart-worker) cmd_restart_worker ;;
+  freeze) cmd_signal STOP ;;
+  thaw) cmd_signal CONT ;;
+  *) sed -n '2,41p' "$0"; exit 2 ;;
 esac

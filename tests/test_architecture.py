@@ -14,7 +14,7 @@ Rules, checked on every ``import``/``from ... import`` of every product module, 
 - ``recipe`` imports neither ``verl.ascend`` nor ``verl.cpu`` (no backend internals in a recipe);
 - no import cycle between modules, through any import: at module top level or inside a function (a lazy
   import hides a circle from Python, not from the reader), and no cycle between the homes (here the toolkit
-  counts as its rooms ``report``, ``checks``, ``run``, ``seams``, ``cli`` (the command table and the parser
+  counts as its rooms ``report``, ``checks``, ``run``, ``seams``, ``cluster``, ``cli`` (the command table and the parser
   every command builds) and ``checks.exits`` (the exit-status table every command returns from: a leaf that
   imports nothing, so the commands of every room, ``cli`` included, may read it).
 
@@ -45,10 +45,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PRODUCT_ROOTS = ("verl/ascend", "verl/cpu", "verl_ascend", "recipe/dapo_ascend")
 HOMES = ("verl.ascend", "verl.cpu", "verl_ascend", "recipe")
-# For the cycle check the toolkit counts as its rooms: report, checks, run, seams, launch, cli and the exit table may
+# For the cycle check the toolkit counts as its rooms: report, checks, run, seams, launch, cluster, cli and the exit table may
 # not lean on each other both ways (the longest prefix first: checks.exits before checks).
 ROOMS = ("verl.ascend", "verl.cpu", "verl_ascend.report", "verl_ascend.checks.exits", "verl_ascend.checks",
-         "verl_ascend.run", "verl_ascend.seams", "verl_ascend.cli", "verl_ascend.launch",
+         "verl_ascend.run", "verl_ascend.seams", "verl_ascend.cli", "verl_ascend.launch", "verl_ascend.cluster",
          "verl_ascend", "recipe")
 FORBIDDEN = {
     "verl.ascend": ("verl.cpu", "recipe"),

@@ -90,6 +90,11 @@ def commands() -> tuple[Command, ...]:
                 "verl-ascend memory --config-name dapo_qwen25_32b_npu --plot memory.png",
                 "the planned peak of a phase exceeds the card (phase, term and keys named), or input the plan "
                 "cannot use (a model without config.json, a device memory of 0 or a string)"),
+        Command("cluster", "verl_ascend.cluster.command:main",
+                "check every node of the running Ray cluster for a job: stack, devices, env, files, links, a collective",
+                "verl-ascend cluster --config-name dapo_qwen25_32b_npu trainer.nnodes=16",
+                "a node not ready (each FAIL cell: node, check, expected, fix), no Ray cluster at the address, a "
+                "config that does not compose"),
     )
 
 

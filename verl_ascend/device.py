@@ -45,6 +45,21 @@ class DeviceHooks:
         the memory plan holds each phase's peak against one of them ({}: the user sets ``memory.device_gib``)."""
         return {}
 
+    def cluster_probe(self, job: Any) -> dict:
+        """On each node, inside ``verl-ascend cluster``'s actor: the device's own probes of that node, as
+        ``{"cells": [verl_ascend.cluster.cells.Cell, ...], "same": {column: {key: value}}}``; ``same`` holds
+        facts that must be identical on every node (compared with the driver's node). ``job`` is a
+        ``verl_ascend.cluster.job.Job``. This default probes nothing (the check marks the device's columns skipped)."""
+        return {"cells": [], "same": {}}
+
+    def cluster_collective(self) -> tuple[str, str]:
+        """(torch.distributed backend, torch device type) of ``verl-ascend cluster``'s all-reduce: the job's."""
+        return "gloo", "cpu"
+
+    def cluster_resource(self) -> str:
+        """The Ray resource one training rank of this device takes (one per card)."""
+        return "GPU"
+
     def evaluated_once(self) -> contextlib.AbstractContextManager:
         """A scope in which the device's derived settings are computed once (a launch, a dry run)."""
         return contextlib.nullcontext()

@@ -73,6 +73,19 @@ class AscendPlatform(PlatformNPU, DeviceHooks):
 
         return memory_devices(config, environ)
 
+    def cluster_probe(self, job) -> dict:
+        """``verl-ascend cluster`` on each node: stack gate and CANN, npu-smi and visible devices, hccn_tool links."""
+        from verl.ascend.nodes.probe import probe
+
+        return probe(job)
+
+    def cluster_collective(self) -> tuple[str, str]:
+        """HCCL on the cards (gloo on the CPU under the emulator), as the job's collectives."""
+        return ("gloo", "cpu") if self.emulated else ("hccl", "npu")
+
+    def cluster_resource(self) -> str:
+        return self.ray_resource_name()
+
     def evaluated_once(self):
         """The env profile evaluated once per config state: the checks, then ``deliver_config`` (a launch),
         or three sections (a dry run)."""

@@ -51,6 +51,14 @@ class PlatformCPU(PlatformBase, DeviceHooks):
 
         return memory_devices(config, environ)
 
+    def cluster_probe(self, job) -> dict:
+        """``verl-ascend cluster``: a CPU node has no cards or device links to probe; the cells say so."""
+        from verl_ascend.cluster import cells
+
+        why = ("trainer.device=cpu: no accelerator; with trainer.device=npu the Ascend backend reads npu-smi, "
+               "ASCEND_RT_VISIBLE_DEVICES and hccn_tool here")
+        return {"cells": [cells.skip("devices", why), cells.skip("links", why)], "same": {}}
+
     @property
     def device_name(self) -> str:
         return "cpu"

@@ -230,9 +230,8 @@ def check_names(environ: Mapping[str, str], path: list[str] | None) -> list[Chec
     return checks
 
 
-def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None) -> int:
-    """Print one line per check and the verdict; ``OK`` (0) when every check holds, else ``REFUSED`` (2)."""
-    environ = os.environ if environ is None else environ
+def verdict(environ: Mapping[str, str], path: list[str] | None = None) -> list[Check]:
+    """Every check of the gate on this host (the stack gate's and ``verl-ascend cluster``'s per-node verdict)."""
     found = {p: stack.installed_version(p, path) for p in expected_versions()}
     expected = expected_versions()
     others = {p: other_build(p, path) for p in expected if found[p] is None}
@@ -244,6 +243,12 @@ def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None)
     checks += [pairing] if pairing else []
     checks.append(check_cann(environ))
     checks += check_names(environ, path)
+    return checks
+
+
+def run(environ: Mapping[str, str] | None = None, path: list[str] | None = None) -> int:
+    """Print one line per check and the verdict; ``OK`` (0) when every check holds, else ``REFUSED`` (2)."""
+    checks = verdict(os.environ if environ is None else environ, path)
     for check in checks:
         print(check)
     ok = all(c.ok for c in checks)
