@@ -86,6 +86,12 @@ def commands() -> tuple[Command, ...]:
         Command("plot", "recipe.dapo_ascend.tiny.plot:main", "plot a run's metrics file",
                 "verl-ascend plot outputs/dapo_tiny_cpu/metrics.jsonl",
                 "a metrics file that is missing or holds no training step"),
+        Command("parity", "verl_ascend.report.parity:main",
+                "two arms of runs (>= 3 each) against a non-inferiority margin, with bootstrap intervals",
+                "verl-ascend parity --baseline runs/sync/* --candidate runs/async/*"
+                " --margin recipe/dapo_ascend/baselines/parity_async.yaml",
+                "a statistic whose interval's lower bound is below -margin (named with its metric), or runs it "
+                "cannot compare (a missing file, fewer than 3 runs an arm, a metric not logged; named on stderr)"),
     )
 
 

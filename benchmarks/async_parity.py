@@ -1,0 +1,193 @@
+"""Does asynchrony keep accuracy? Sync against each async arm, seeded, on a task with headroom.
+
+The task (``--task cold``, how it was chosen): the demo's own task and model (same_digit, tiny/task.py),
+started colder. The demo's base model (``demo_model``: 36 supervised warm-up steps, ``BASE_WARMUP``)
+samples the right digit ~0.7 of the time, so the demo cannot show a rise, and its per-step accuracy
+swings by 0.1 between runs. Warming the same random model up for 18 steps instead leaves ~0.3 (exact
+expectation over 400 prompts: 16 steps 0.27, 18 steps 0.31, 20 steps 0.36, 36 steps 0.71), and DAPO
+with the demo's settings lifts that to ~0.9 within 20 steps (sync, measured). Dynamic sampling is off
+(``algorithm.filter_groups.enable=false``) so every arm samples and trains the same 8 prompts x 16
+responses a step: the same data (``data.seed`` orders it) and the same sample budget in every arm.
+The primary metric is the accuracy of every sampled response (``reward_extra/acc/mean``: nothing is
+filtered out, so the trained batch is the sampled one).
+
+Arms (``ARMS``): sync; colocate_async; separate_async with its staleness bound at 0, 1 and 7 model
+versions (upstream's ``trainer.v1.sampler.max_off_policy_threshold`` counts the versions a trajectory may
+span, so a bound of b is a threshold of b + 1; 8 is upstream's default); the bound of 7 again with
+upstream's rollout correction (``bypass_ppo_clip_k3_rs``: rejection of sequences whose K3 divergence
+from the trained policy exceeds 0.01). Every arm runs the demo's ``bypass_mode=true`` (the rollout's
+log-probs are the old policy's): recomputation in separate_async on a CPU is being fixed apart (issue 38
+item 5). Each arm runs ``--seeds`` (``data.seed``, which also seeds the sampling).
+
+Per arm it prints steps/s and wall time, then against sync (``verl-ascend parity``'s analysis: final =
+mean of the last 3 steps, max, area under the curve, each candidate - baseline with a 95 % bootstrap
+interval over runs) the verdict against the margin of ``recipe/dapo_ascend/baselines/parity_async.yaml``,
+and plots each arm against sync by step and by wall-clock. A run already finished under ``--out`` is kept
+(``status.json`` says so): an interrupted study continues where it stopped.
+
+    python benchmarks/async_parity.py [--arms sync,colocate_async,...] [--seeds 1,2,3] [--steps 20]
+                                      [--out benchmarks/results/async_parity] [--analyze-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CONFIG = "dapo_demo_cpu"
+MARGIN = REPO / "recipe" / "dapo_ascend" / "baselines" / "parity_async.yaml"
+COLD_WARMUP_STEPS = 18  # supervised warm-up steps of the cold base model (the demo's: 36)
+COMMON = ["algorithm.filter_groups.enable=false", "algorithm.rollout_correction.bypass_mode=true"]
+SEPARATE = "trainer.v1.trainer_mode=separate_async"
+THRESHOLD = "trainer.v1.sampler.max_off_policy_threshold"
+K3_RS = ["algorithm.rollout_correction.rollout_rs=seq_mean_k3", "algorithm.rollout_correction.rollout_rs_threshold=0.01"]
+# arm -> overrides on top of COMMON
+ARMS = {
+    "sync": ["trainer.v1.trainer_mode=sync"],
+    "colocate_async": ["trainer.v1.trainer_mode=colocate_async"],
+    "separate_async_b0": [SEPARATE, f"{THRESHOLD}=1"],
+    "separate_async_b1": [SEPARATE, f"{THRESHOLD}=2"],
+    "separate_async_b7": [SEPARATE, f"{THRESHOLD}=8"],
+    "separate_async_b7_rs": [SEPARATE, f"{THRESHOLD}=8", *K3_RS],
+}
+BASELINE_ARM = "sync"
+
+
+def cold_model(tiny: Path) -> Path:
+    """The study's base model: the assets' random model after ``COLD_WARMUP_STEPS`` warm-up steps (built once)."""
+    from recipe.dapo_ascend.tiny import assets
+
+    out = tiny.parent / f"{tiny.name}_cold{COLD_WARMUP_STEPS}"
+    stamp = {"spec_version": assets.SPEC_VERSION, "warmup": {**assets.BASE_WARMUP, "steps": COLD_WARMUP_STEPS}}
+    if (out / "stamp.json").exists() and json.loads((out / "stamp.json").read_text()) == stamp:
+        return out
+    import torch
+
+    torch.set_num_threads(1)
+    tokenizer = assets.build_tokenizer()
+    model = assets.build_model(0)
+    assets.warm_up(model, tokenizer, stamp["warmup"])
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    tokenizer.save_pretrained(out)
+    model.save_pretrained(out)
+    (out / "stamp.json").write_text(json.dumps(stamp))
+    return out
+
+
+def finished(run: Path) -> bool:
+    status = next(run.glob("*/status.json"), None)
+    return status is not None and json.loads(status.read_text()).get("phase") == "finished"
+
+
+def run_once(arm: str, seed: int, steps: int, out: Path, tiny: Path, model: Path) -> float | None:
+    """One training run in ``out`` (kept when already finished); returns its wall time (None when kept)."""
+    if finished(out):
+        return None
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    env = {**os.environ, "VERL_ASCEND_TINY_DIR": str(tiny), "VERL_ASCEND_OUTPUT_DIR": str(out),
+           "PYTHONUNBUFFERED": "1"}
+    env.pop("VERL_FILE_LOGGER_PATH", None)
+    args = [sys.executable, "-m", "verl_ascend", "train", "--config-name", CONFIG, f"trainer.total_training_steps={steps}",
+            f"actor_rollout_ref.model.path={model}", f"data.seed={seed}", *COMMON, *ARMS[arm]]
+    started = time.monotonic()
+    with open(out / "run.log", "w") as log:
+        proc = subprocess.run(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    wall = time.monotonic() - started
+    (out / "wall_s.txt").write_text(f"{wall:.1f}\n")
+    if proc.returncode != 0:  # the study goes on; the analysis names the run that is missing
+        print(f"FAILED: {arm} seed {seed} exited {proc.returncode}; see {out / 'run.log'}", flush=True)
+    return wall
+
+
+def metrics_files(out: Path, arm: str, seeds: list[int]) -> list[Path]:
+    return [next((out / arm / str(seed)).glob("*/metrics.jsonl")) for seed in seeds]
+
+
+def analyze(out: Path, arms: list[str], seeds: list[int]) -> int:
+    """Per arm: speed, then the parity analysis against sync; the verdict table and plots. Returns 0/2."""
+    from verl_ascend.report import parity
+
+    spec = parity.load_margin(str(MARGIN))
+    base = parity.load_arm(BASELINE_ARM, [str(p) for p in metrics_files(out, BASELINE_ARM, seeds)], spec)
+    lines, worst = [], 0
+    lines.append(f"{'arm':22}{'runs':>5}{'steps/s':>9}{'wall s':>8}{'stale':>7}  " + "  ".join(
+        f"{s:>28}" for s in spec.statistics) + "  verdict")
+    results = {}
+    for arm in arms:
+        cand = base if arm == BASELINE_ARM else parity.load_arm(arm, [str(p) for p in metrics_files(out, arm, seeds)], spec)
+        cmp = parity.compare(base, cand, spec)
+        walls = [float((out / arm / str(s) / "wall_s.txt").read_text()) for s in seeds
+                 if (out / arm / str(s) / "wall_s.txt").exists()]
+        speed = parity.steps_per_s(cand)
+        stale = parity.mean_staleness(cand)
+        cells = []
+        for stat in spec.statistics:
+            d = cmp.diffs[stat]
+            cells.append(f"{d.arm_means[1]:.3f} ({d.delta:+.3f} [{d.low:+.3f},{d.high:+.3f}])")
+        verdict = "baseline" if arm == BASELINE_ARM else ("PASS" if cmp.passed else "FAIL " + ",".join(cmp.failed))
+        if cmp.instability:
+            verdict += " (late instability: " + "; ".join(cmp.instability) + ")"
+        wall = f"{sum(walls) / len(walls):8.0f}" if walls else f"{'-':>8}"
+        lines.append(f"{arm:22}{len(seeds):>5}{speed:9.3f}{wall}{stale:7.2f}  " + "  ".join(f"{c:>28}" for c in cells)
+                     + f"  {verdict}")
+        results[arm] = {"steps_per_s": speed, "wall_s": walls, "staleness": stale, "passed": cmp.passed,
+                        "failed": cmp.failed, "instability": cmp.instability,
+                        "diffs": {k: vars(v) for k, v in cmp.diffs.items()}}
+        if arm != BASELINE_ARM and not cmp.passed:
+            worst = 2
+        if arm != BASELINE_ARM:
+            parity.plot(base, cand, spec, out / f"parity_{arm}.png")
+    parity.plot_arms([parity.load_arm(a, [str(p) for p in metrics_files(out, a, seeds)], spec) for a in arms],
+                     spec, out / "async_parity.png")
+    print(f"primary metric {base.metric}; margin {spec.margin:g}; cells: arm mean (candidate - sync "
+          f"[{100 * spec.confidence:g} % bootstrap interval]); {spec.statistics}")
+    for line in lines:
+        print(line)
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    print(f"results: {out / 'results.json'}, plots: {out / 'async_parity.png'}, {out}/parity_<arm>.png")
+    return worst
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "async_parity"))
+    ap.add_argument("--analyze-only", action="store_true", help="no runs: analyse those already under --out")
+    args = ap.parse_args(argv)
+    arms, seeds = args.arms.split(","), [int(s) for s in args.seeds.split(",")]
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or BASELINE_ARM not in arms:
+        ap.error(f"--arms {args.arms}: unknown {unknown}; accepted: a comma-separated list of {list(ARMS)} "
+                 f"that includes {BASELINE_ARM}")
+    out = Path(args.out)
+    if not args.analyze_only:
+        tiny = Path(os.environ.get("VERL_ASCEND_TINY_DIR", Path.home() / ".cache" / "verl-ascend" / "tiny"))
+        subprocess.run([sys.executable, "-m", "verl_ascend", "assets", "--root", str(tiny)], check=True, cwd=REPO,
+                       stdout=subprocess.DEVNULL)
+        model = cold_model(tiny)
+        total, done, began = len(arms) * len(seeds), 0, time.monotonic()
+        for seed in seeds:  # seed-major: a cut study still has every arm at its first seeds
+            for arm in arms:
+                done += 1
+                wall = run_once(arm, seed, args.steps, out / arm / str(seed), tiny, model)
+                what = "kept (finished earlier)" if wall is None else f"{wall:.0f} s"
+                print(f"[{done}/{total}] {arm} seed {seed}: {what}; study {time.monotonic() - began:.0f} s",
+                      flush=True)
+    return analyze(out, arms, seeds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
