@@ -66,14 +66,14 @@ class ParityInputError(ValueError):
 @dataclass(frozen=True)
 class Margin:
     path: str
-    margin: float
-    metric: str = "auto"
-    statistics: tuple[str, ...] = ("final", "max", "auc")
-    final_window: int = 3
+    margin: float  # in the metric's unit: non-inferior when every gated lower bound >= -margin
+    metric: str = "auto"  # or a metric name every run logs
+    statistics: tuple[str, ...] = ("final", "max", "auc")  # the gated ones; all of STATISTICS are shown
+    final_window: int = 3  # "final" is the mean of this many last steps
     confidence: float = 0.95
     resamples: int = 2000
-    seed: int = 0
-    grad_norm_ratio: float = 3.0
+    seed: int = 0  # of the bootstrap: the same files give the same interval
+    grad_norm_ratio: float = 3.0  # late gradient norm over its earlier median that flags instability
     description: str = ""
 
 
