@@ -111,7 +111,14 @@ def run_once(arm: str, seed: int, steps: int, out: Path, tiny: Path, model: Path
 
 
 def metrics_files(out: Path, arm: str, seeds: list[int]) -> list[Path]:
-    return [next((out / arm / str(seed)).glob("*/metrics.jsonl")) for seed in seeds]
+    """The metrics of the arm's finished runs (a study cut short has fewer than its seeds)."""
+    return [next((out / arm / str(seed)).glob("*/metrics.jsonl")) for seed in seeds if finished(out / arm / str(seed))]
+
+
+def load(parity, out: Path, arm: str, seeds: list[int], spec):
+    """The arm's finished runs; with fewer than parity's minimum (a study cut short), those there are."""
+    files = [str(p) for p in metrics_files(out, arm, seeds)]
+    return parity.load_arm(arm, files, spec, min_runs=min(parity.MIN_RUNS, max(2, len(files))))
 
 
 def analyze(out: Path, arms: list[str], seeds: list[int]) -> int:
@@ -119,13 +126,13 @@ def analyze(out: Path, arms: list[str], seeds: list[int]) -> int:
     from verl_ascend.report import parity
 
     spec = parity.load_margin(str(MARGIN))
-    base = parity.load_arm(BASELINE_ARM, [str(p) for p in metrics_files(out, BASELINE_ARM, seeds)], spec)
+    base = load(parity, out, BASELINE_ARM, seeds, spec)
     lines, worst = [], 0
-    lines.append(f"{'arm':22}{'runs':>5}{'steps/s':>9}{'wall s':>8}{'stale':>7}  " + "  ".join(
+    lines.append(f"{'arm':22}{'runs':>5}{'steps/s':>9}{'x sync':>7}{'wall s':>8}{'stale':>7}  " + "  ".join(
         f"{s:>28}" for s in spec.statistics) + "  verdict")
     results = {}
     for arm in arms:
-        cand = base if arm == BASELINE_ARM else parity.load_arm(arm, [str(p) for p in metrics_files(out, arm, seeds)], spec)
+        cand = base if arm == BASELINE_ARM else load(parity, out, arm, seeds, spec)
         cmp = parity.compare(base, cand, spec)
         walls = [float((out / arm / str(s) / "wall_s.txt").read_text()) for s in seeds
                  if (out / arm / str(s) / "wall_s.txt").exists()]
@@ -135,11 +142,14 @@ def analyze(out: Path, arms: list[str], seeds: list[int]) -> int:
         for stat in spec.statistics:
             d = cmp.diffs[stat]
             cells.append(f"{d.arm_means[1]:.3f} ({d.delta:+.3f} [{d.low:+.3f},{d.high:+.3f}])")
-        verdict = "baseline" if arm == BASELINE_ARM else ("PASS" if cmp.passed else "FAIL " + ",".join(cmp.failed))
+        verdict = "baseline" if arm == BASELINE_ARM else ("PASS" if cmp.passed else "FAIL " + ",".join(
+            f.split()[-1] for f in cmp.failed))
+        if min(len(base.runs), len(cand.runs)) < parity.MIN_RUNS:
+            verdict += f" (indicative: {len(cand.runs)} runs, the protocol asks {parity.MIN_RUNS})"
         if cmp.instability:
             verdict += " (late instability: " + "; ".join(cmp.instability) + ")"
         wall = f"{sum(walls) / len(walls):8.0f}" if walls else f"{'-':>8}"
-        lines.append(f"{arm:22}{len(seeds):>5}{speed:9.3f}{wall}{stale:7.2f}  " + "  ".join(f"{c:>28}" for c in cells)
+        lines.append(f"{arm:22}{len(cand.runs):>5}{speed:9.3f}{speed / parity.steps_per_s(base):7.2f}{wall}{stale:7.2f}  " + "  ".join(f"{c:>28}" for c in cells)
                      + f"  {verdict}")
         results[arm] = {"steps_per_s": speed, "wall_s": walls, "staleness": stale, "passed": cmp.passed,
                         "failed": cmp.failed, "instability": cmp.instability,
@@ -148,8 +158,7 @@ def analyze(out: Path, arms: list[str], seeds: list[int]) -> int:
             worst = 2
         if arm != BASELINE_ARM:
             parity.plot(base, cand, spec, out / f"parity_{arm}.png")
-    parity.plot_arms([parity.load_arm(a, [str(p) for p in metrics_files(out, a, seeds)], spec) for a in arms],
-                     spec, out / "async_parity.png")
+    parity.plot_arms([load(parity, out, a, seeds, spec) for a in arms], spec, out / "async_parity.png")
     print(f"primary metric {base.metric}; margin {spec.margin:g}; cells: arm mean (candidate - sync "
           f"[{100 * spec.confidence:g} % bootstrap interval]); {spec.statistics}")
     for line in lines:

@@ -225,9 +225,9 @@ def resolve_metric(runs: list[Run], wanted: str) -> str:
                            f"validation accuracy (val-core/*/acc/*) and {' and '.join(SAMPLED)}")
 
 
-def _check_arm(name: str, runs: list[Run]) -> None:
-    """Runs of one arm: at least MIN_RUNS, one mode and staleness bound, no seed twice."""
-    if len(runs) < MIN_RUNS:
+def _check_arm(name: str, runs: list[Run], min_runs: int = MIN_RUNS) -> None:
+    """Runs of one arm: at least ``min_runs``, one mode and staleness bound, no seed twice."""
+    if len(runs) < min_runs:
         raise ParityInputError(f"arm {name}: {len(runs)} run(s) ({', '.join(r.path for r in runs) or 'none'}); "
                                f"accepted: at least {MIN_RUNS} runs an arm (one run's noise is the size of the effect)")
     for what, get in (("trainer mode", lambda r: r.mode),
@@ -244,9 +244,10 @@ def _check_arm(name: str, runs: list[Run]) -> None:
         seeds.setdefault(r.seed, r.path)
 
 
-def load_arm(name: str, paths: list[str], spec: Margin) -> Arm:
+def load_arm(name: str, paths: list[str], spec: Margin, min_runs: int = MIN_RUNS) -> Arm:
+    """An arm of runs; ``min_runs`` below MIN_RUNS only for a study cut short (its figures are then indicative)."""
     runs = [read_run(p) for p in paths]
-    _check_arm(name, runs)
+    _check_arm(name, runs, min_runs)
     metric = resolve_metric(runs, spec.metric)
     steps = sorted(set.intersection(*[{s for s, d in r.values.items() if metric in d} for r in runs]))
     return Arm(name, runs, metric, steps)
