@@ -15,8 +15,8 @@ cumulative ``timing_s/step``: the trainer's own clock, without the start-up). Ea
 staleness settings come from its own records (``resume.jsonl`` next to the metrics file: the recipe
 records ``trainer_mode`` and ``settings`` at each start; ``data_order.json``'s seed otherwise): runs of
 one arm in different modes or staleness bounds, or two runs with the same seed, are refused (they are
-not an arm of independent runs). Off-policy diagnostics (staleness, ``rollout_corr/*``, entropy,
-response length, gradient norm) are shown per step, and an arm whose last third of steps has a
+not an arm of independent runs). Off-policy diagnostics (staleness, samples evicted as too stale,
+``rollout_corr/*``, entropy, response length, gradient norm) are shown per step, and an arm whose last third of steps has a
 non-finite value, a gradient norm above ``instability.grad_norm_ratio`` times its earlier median, or a
 metric more than twice the margin below its peak is flagged as unstable late (a flag, not a verdict).
 
@@ -50,7 +50,9 @@ STATISTICS = ("final", "max", "auc", "auc_time")
 # it, else the accuracy of every sampled response (the recipe's, with dynamic sampling), else the batch's.
 SAMPLED = ("reward_extra/acc/sampled_mean", "reward_extra/acc/mean")
 STALENESS = "training/off_policy/trajectory_staleness/mean"
-DIAGNOSTICS = (STALENESS, "actor/entropy", "response_length/mean", "actor/grad_norm")
+# evicted_samples: trajectories upstream's replay buffer dropped as staler than the bound (rollout work spent for nothing)
+DIAGNOSTICS = (STALENESS, "training/off_policy/evicted_samples", "actor/entropy", "response_length/mean",
+               "actor/grad_norm")
 _KEYS = {"schema": "the schema name", "description": "free text", "metric": "auto or a metric name",
          "margin": "a number > 0, in the metric's unit", "statistics": f"a list of {', '.join(STATISTICS)}",
          "final_window": "an integer >= 1", "confidence": "a number in (0.5, 1)",

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 from verl_ascend.report.parity import load_margin  # noqa: E402
 
 KEEP_METRICS = re.compile(r"^(reward_extra/acc/|timing_s/step$|actor/grad_norm$|actor/entropy$|response_length/mean$|"
-                          r"training/off_policy/trajectory_staleness/mean$|rollout_corr/)")
+                          r"training/off_policy/(trajectory_staleness/mean|evicted_samples)$|rollout_corr/)")
 PRIMARY = "reward_extra/acc/mean"
 HERE = Path(__file__).resolve().parent / "parity"
 
