@@ -121,51 +121,77 @@ def load(parity, out: Path, arm: str, seeds: list[int], spec):
     return parity.load_arm(arm, files, spec, min_runs=min(parity.MIN_RUNS, max(2, len(files))))
 
 
-def analyze(out: Path, arms: list[str], seeds: list[int]) -> int:
+def arm_figures(parity, base, cand, spec, out: Path, seeds: list[int]) -> dict:
+    """One arm's figures against the baseline: speed, staleness, the statistics with intervals, the verdict."""
+    cmp = parity.compare(base, cand, spec)
+    walls = [float((out / cand.name / str(s) / "wall_s.txt").read_text()) for s in seeds
+             if (out / cand.name / str(s) / "wall_s.txt").exists()]
+    first = cand.matrix(cand.metric, cand.steps[:1]).mean()
+    stale_max = max((d.get(parity.STALENESS.replace("/mean", "/max"), 0.0) for r in cand.runs for d in r.values.values()),
+                    default=0.0)
+    verdict = "baseline" if cand is base else ("PASS" if cmp.passed else "FAIL " + ", ".join(
+        f.split()[-1] for f in cmp.failed))
+    if cand is not base and min(len(base.runs), len(cand.runs)) < parity.MIN_RUNS:
+        verdict += f" (indicative: {len(cand.runs)} runs, the protocol asks {parity.MIN_RUNS})"
+    return {"arm": cand.name, "runs": len(cand.runs), "seeds": [r.seed for r in cand.runs],
+            "steps_per_s": parity.steps_per_s(cand), "x_sync": parity.steps_per_s(cand) / parity.steps_per_s(base),
+            "wall_s": sum(walls) / len(walls) if walls else None, "staleness": parity.mean_staleness(cand),
+            "staleness_max": stale_max, "first_step": float(first), "passed": cmp.passed, "failed": cmp.failed,
+            "verdict": verdict, "instability": cmp.instability,
+            "diffs": {k: vars(v) for k, v in cmp.diffs.items()}}
+
+
+def text_table(rows: list[dict], spec) -> list[str]:
+    head = f"{'arm':22}{'runs':>5}{'steps/s':>9}{'x sync':>7}{'wall s':>8}{'stale':>6}{'max':>4}{'step 1':>7}  "
+    lines = [head + "  ".join(f"{s:>30}" for s in spec.statistics) + "  verdict"]
+    for r in rows:
+        cells = [_cell(r["diffs"][s]) for s in spec.statistics]
+        wall = f"{r['wall_s']:8.0f}" if r["wall_s"] is not None else f"{'-':>8}"
+        late = f" (late instability: {'; '.join(r['instability'])})" if r["instability"] else ""
+        lines.append(f"{r['arm']:22}{r['runs']:>5}{r['steps_per_s']:9.3f}{r['x_sync']:7.2f}{wall}{r['staleness']:6.2f}"
+                     f"{r['staleness_max']:4.0f}{r['first_step']:7.3f}  " + "  ".join(f"{c:>30}" for c in cells)
+                     + f"  {r['verdict']}{late}")
+    return lines
+
+
+def _cell(d: dict) -> str:
+    """The arm's mean, then candidate - sync with its interval."""
+    return f"{d['arm_means'][1]:.3f} ({d['delta']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}])"
+
+
+def markdown_table(rows: list[dict], spec) -> list[str]:
+    """The same rows as the async guide's table (docs/ascend_tutorial/async_training.md)."""
+    head = ["arm", "runs", "steps/s (x sync)", "wall s a run", "staleness mean (max)", "step 1",
+            *(f"{s}: mean (diff [95 % CI])" for s in spec.statistics), "verdict (margin %g)" % spec.margin]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        wall = f"{r['wall_s']:.0f}" if r["wall_s"] is not None else "-"
+        verdict = r["verdict"] + (f"; late instability: {'; '.join(r['instability'])}" if r["instability"] else "")
+        cells = [f"`{r['arm']}`", str(r["runs"]), f"{r['steps_per_s']:.3f} ({r['x_sync']:.2f})", wall,
+                 f"{r['staleness']:.2f} ({r['staleness_max']:.0f})", f"{r['first_step']:.3f}",
+                 *(_cell(r["diffs"][s]) for s in spec.statistics), verdict]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def analyze(out: Path, arms: list[str], seeds: list[int], markdown: bool = False) -> int:
     """Per arm: speed, then the parity analysis against sync; the verdict table and plots. Returns 0/2."""
     from verl_ascend.report import parity
 
     spec = parity.load_margin(str(MARGIN))
     base = load(parity, out, BASELINE_ARM, seeds, spec)
-    lines, worst = [], 0
-    lines.append(f"{'arm':22}{'runs':>5}{'steps/s':>9}{'x sync':>7}{'wall s':>8}{'stale':>7}  " + "  ".join(
-        f"{s:>28}" for s in spec.statistics) + "  verdict")
-    results = {}
+    loaded = {a: base if a == BASELINE_ARM else load(parity, out, a, seeds, spec) for a in arms}
+    rows = [arm_figures(parity, base, loaded[a], spec, out, seeds) for a in arms]
     for arm in arms:
-        cand = base if arm == BASELINE_ARM else load(parity, out, arm, seeds, spec)
-        cmp = parity.compare(base, cand, spec)
-        walls = [float((out / arm / str(s) / "wall_s.txt").read_text()) for s in seeds
-                 if (out / arm / str(s) / "wall_s.txt").exists()]
-        speed = parity.steps_per_s(cand)
-        stale = parity.mean_staleness(cand)
-        cells = []
-        for stat in spec.statistics:
-            d = cmp.diffs[stat]
-            cells.append(f"{d.arm_means[1]:.3f} ({d.delta:+.3f} [{d.low:+.3f},{d.high:+.3f}])")
-        verdict = "baseline" if arm == BASELINE_ARM else ("PASS" if cmp.passed else "FAIL " + ",".join(
-            f.split()[-1] for f in cmp.failed))
-        if min(len(base.runs), len(cand.runs)) < parity.MIN_RUNS:
-            verdict += f" (indicative: {len(cand.runs)} runs, the protocol asks {parity.MIN_RUNS})"
-        if cmp.instability:
-            verdict += " (late instability: " + "; ".join(cmp.instability) + ")"
-        wall = f"{sum(walls) / len(walls):8.0f}" if walls else f"{'-':>8}"
-        lines.append(f"{arm:22}{len(cand.runs):>5}{speed:9.3f}{speed / parity.steps_per_s(base):7.2f}{wall}{stale:7.2f}  " + "  ".join(f"{c:>28}" for c in cells)
-                     + f"  {verdict}")
-        results[arm] = {"steps_per_s": speed, "wall_s": walls, "staleness": stale, "passed": cmp.passed,
-                        "failed": cmp.failed, "instability": cmp.instability,
-                        "diffs": {k: vars(v) for k, v in cmp.diffs.items()}}
-        if arm != BASELINE_ARM and not cmp.passed:
-            worst = 2
         if arm != BASELINE_ARM:
-            parity.plot(base, cand, spec, out / f"parity_{arm}.png")
-    parity.plot_arms([load(parity, out, a, seeds, spec) for a in arms], spec, out / "async_parity.png")
-    print(f"primary metric {base.metric}; margin {spec.margin:g}; cells: arm mean (candidate - sync "
-          f"[{100 * spec.confidence:g} % bootstrap interval]); {spec.statistics}")
-    for line in lines:
-        print(line)
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+            parity.plot(base, loaded[arm], spec, out / f"parity_{arm}.png")
+    parity.plot_arms(list(loaded.values()), spec, out / "async_parity.png")
+    print(f"primary metric {base.metric}; margin {spec.margin:g}; statistic cells: the arm's mean (candidate - sync "
+          f"[{100 * spec.confidence:g} % bootstrap interval over runs]); step 1: the arm's mean at step 1")
+    print("\n".join(markdown_table(rows, spec) if markdown else text_table(rows, spec)))
+    (out / "results.json").write_text(json.dumps(rows, indent=1, default=str))
     print(f"results: {out / 'results.json'}, plots: {out / 'async_parity.png'}, {out}/parity_<arm>.png")
-    return worst
+    return 2 if any(not r["passed"] for r in rows) else 0
 
 
 def main(argv=None) -> int:
@@ -175,6 +201,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "async_parity"))
     ap.add_argument("--analyze-only", action="store_true", help="no runs: analyse those already under --out")
+    ap.add_argument("--markdown", action="store_true", help="print the table as the async guide's markdown")
     args = ap.parse_args(argv)
     arms, seeds = args.arms.split(","), [int(s) for s in args.seeds.split(",")]
     unknown = [a for a in arms if a not in ARMS]
@@ -195,7 +222,7 @@ def main(argv=None) -> int:
                 what = "kept (finished earlier)" if wall is None else f"{wall:.0f} s"
                 print(f"[{done}/{total}] {arm} seed {seed}: {what}; study {time.monotonic() - began:.0f} s",
                       flush=True)
-    return analyze(out, arms, seeds)
+    return analyze(out, arms, seeds, args.markdown)
 
 
 if __name__ == "__main__":
