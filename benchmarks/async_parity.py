@@ -11,10 +11,13 @@ responses a step: the same data (``data.seed`` orders it) and the same sample bu
 The primary metric is the accuracy of every sampled response (``reward_extra/acc/mean``: nothing is
 filtered out, so the trained batch is the sampled one).
 
-Arms (``ARMS``): sync; colocate_async; separate_async with its staleness bound at 0, 1 and 7 model
+Arms (``ARMS``): sync; colocate_async; separate_async with its staleness bound at 0, 1 and 3 model
 versions (upstream's ``trainer.v1.sampler.max_off_policy_threshold`` counts the versions a trajectory may
-span, so a bound of b is a threshold of b + 1; 8 is upstream's default); the bound of 7 again with
-upstream's rollout correction (``bypass_ppo_clip_k3_rs``: rejection of sequences whose K3 divergence
+span, so a bound of b is a threshold of b + 1; upstream's default is 8). The rollout runs ahead by the
+prefetch window (``num_warmup_batches``, 1 by default), so with the default window samples are at most 1
+version old and a bound above 1 never binds (benchmarks/trainer_modes.py: staleness 0.81 on average at
+upstream's bound of 8; tests/recipe/test_trainer_modes_e2e.py asserts a maximum of 1); the bound-3 arms open
+the window to 3 batches. The bound of 3 again with upstream's rollout correction (``bypass_ppo_clip_k3_rs``: rejection of sequences whose K3 divergence
 from the trained policy exceeds 0.01). Every arm runs the demo's ``bypass_mode=true`` (the rollout's
 log-probs are the old policy's): recomputation in separate_async on a CPU is being fixed apart (issue 38
 item 5). Each arm runs ``--seeds`` (``data.seed``, which also seeds the sampling).
@@ -49,6 +52,9 @@ COLD_WARMUP_STEPS = 18  # supervised warm-up steps of the cold base model (the d
 COMMON = ["algorithm.filter_groups.enable=false", "algorithm.rollout_correction.bypass_mode=true"]
 SEPARATE = "trainer.v1.trainer_mode=separate_async"
 THRESHOLD = "trainer.v1.sampler.max_off_policy_threshold"
+# A prefetch window of 3 batches: the rollout runs up to 3 steps ahead, so samples reach the bound of 3
+# (with upstream's window of 1 they are at most 1 version old, and any bound above 1 never binds).
+DEEP = "trainer.v1.separate_async.num_warmup_batches=3"
 K3_RS = ["algorithm.rollout_correction.rollout_rs=seq_mean_k3", "algorithm.rollout_correction.rollout_rs_threshold=0.01"]
 # arm -> overrides on top of COMMON
 ARMS = {
@@ -56,8 +62,8 @@ ARMS = {
     "colocate_async": ["trainer.v1.trainer_mode=colocate_async"],
     "separate_async_b0": [SEPARATE, f"{THRESHOLD}=1"],
     "separate_async_b1": [SEPARATE, f"{THRESHOLD}=2"],
-    "separate_async_b7": [SEPARATE, f"{THRESHOLD}=8"],
-    "separate_async_b7_rs": [SEPARATE, f"{THRESHOLD}=8", *K3_RS],
+    "separate_async_b3": [SEPARATE, f"{THRESHOLD}=4", DEEP],
+    "separate_async_b3_rs": [SEPARATE, f"{THRESHOLD}=4", DEEP, *K3_RS],
 }
 BASELINE_ARM = "sync"
 
