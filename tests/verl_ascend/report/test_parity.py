@@ -114,7 +114,7 @@ def test_bad_input_is_refused_naming_the_file(tmp_path, case):
         shutil.copyfile(Path(cand[0]) / "data_order.json", Path(cand[2]) / "data_order.json")
         lines = (Path(cand[0]) / "resume.jsonl").read_text()
         (Path(cand[2]) / "resume.jsonl").write_text(lines)
-        culprit = f"{cand[2]} both ran with seed"
+        culprit = f"{cand[2]}/metrics.jsonl both ran with seed"
     elif case == "torn":
         path = Path(cand[2]) / "metrics.jsonl"
         path.write_text(path.read_text() + '{"step": 21, "data": {"reward_')
