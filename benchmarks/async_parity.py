@@ -1,6 +1,6 @@
 """Does asynchrony keep accuracy? Sync against each async arm, seeded, on a task with headroom.
 
-The task (``--task cold``, how it was chosen): the demo's own task and model (same_digit, tiny/task.py),
+The task, and how it was chosen: the demo's own task and model (same_digit, tiny/task.py),
 started colder. The demo's base model (``demo_model``: 36 supervised warm-up steps, ``BASE_WARMUP``)
 samples the right digit ~0.7 of the time, so the demo cannot show a rise, and its per-step accuracy
 swings by 0.1 between runs. Warming the same random model up for 18 steps instead leaves ~0.3 (exact
@@ -17,10 +17,14 @@ span, so a bound of b is a threshold of b + 1; upstream's default is 8). The rol
 prefetch window (``num_warmup_batches``, 1 by default), so with the default window samples are at most 1
 version old and a bound above 1 never binds (benchmarks/trainer_modes.py: staleness 0.81 on average at
 upstream's bound of 8; tests/recipe/test_trainer_modes_e2e.py asserts a maximum of 1); the bound-3 arms open
-the window to 3 batches. The bound of 3 again with upstream's rollout correction (``bypass_ppo_clip_k3_rs``: rejection of sequences whose K3 divergence
-from the trained policy exceeds 0.01). Every arm runs the demo's ``bypass_mode=true`` (the rollout's
-log-probs are the old policy's): recomputation in separate_async on a CPU is being fixed apart (issue 38
-item 5). Each arm runs ``--seeds`` (``data.seed``, which also seeds the sampling).
+the window to 3 batches. The bound of 3 again with upstream's rollout correction on: its ``decoupled_token_is``
+preset (old log-probs recomputed, token-level importance weights truncated at 2). Every other arm runs the
+demo's ``bypass_mode=true`` (the rollout's log-probs are the old policy's). Upstream's V1 trainer applies no
+correction in bypass mode (``trainer_base.py``: the old log-probs are the rollout's and the correction runs only
+when not bypassed), so the correction arm must recompute: on the CPU that needs the π_old copy of issue 38 item 5
+(``verl/cpu/snapshots.py``). ``separate_async_b3_rs`` (bypass with upstream's K3 rejection) is kept for
+``--arms`` only: it trains exactly as the bound-3 arm and logs no ``rollout_corr/*``. Each arm runs ``--seeds``
+(``data.seed``, which also seeds the sampling).
 
 Per arm it prints steps/s and wall time, then against sync (``verl-ascend parity``'s analysis: final =
 mean of the last 3 steps, max, area under the curve, each candidate - baseline with a 95 % bootstrap
@@ -49,22 +53,34 @@ sys.path.insert(0, str(REPO))
 CONFIG = "dapo_demo_cpu"
 MARGIN = REPO / "recipe" / "dapo_ascend" / "baselines" / "parity_async.yaml"
 COLD_WARMUP_STEPS = 18  # supervised warm-up steps of the cold base model (the demo's: 36)
-COMMON = ["algorithm.filter_groups.enable=false", "algorithm.rollout_correction.bypass_mode=true"]
+COMMON = ["algorithm.filter_groups.enable=false"]
+BYPASS = "algorithm.rollout_correction.bypass_mode=true"
 SEPARATE = "trainer.v1.trainer_mode=separate_async"
 THRESHOLD = "trainer.v1.sampler.max_off_policy_threshold"
 # A prefetch window of 3 batches: the rollout runs up to 3 steps ahead, so samples reach the bound of 3
 # (with upstream's window of 1 they are at most 1 version old, and any bound above 1 never binds).
 DEEP = "trainer.v1.separate_async.num_warmup_batches=3"
 K3_RS = ["algorithm.rollout_correction.rollout_rs=seq_mean_k3", "algorithm.rollout_correction.rollout_rs_threshold=0.01"]
+# Upstream's decoupled_token_is preset: old log-probs recomputed (three policies), token-level importance weights
+# pi_old / pi_rollout truncated at 2. Each old-log-prob pass sees 8 / 4 prompts x 16 = 32 responses.
+TOKEN_IS = ["algorithm.rollout_correction.bypass_mode=false", "algorithm.rollout_correction.rollout_is=token",
+            "algorithm.rollout_correction.rollout_is_threshold=2.0",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32"]
 # arm -> overrides on top of COMMON
 ARMS = {
-    "sync": ["trainer.v1.trainer_mode=sync"],
-    "colocate_async": ["trainer.v1.trainer_mode=colocate_async"],
-    "separate_async_b0": [SEPARATE, f"{THRESHOLD}=1"],
-    "separate_async_b1": [SEPARATE, f"{THRESHOLD}=2"],
-    "separate_async_b3": [SEPARATE, f"{THRESHOLD}=4", DEEP],
-    "separate_async_b3_rs": [SEPARATE, f"{THRESHOLD}=4", DEEP, *K3_RS],
+    "sync": ["trainer.v1.trainer_mode=sync", BYPASS],
+    "colocate_async": ["trainer.v1.trainer_mode=colocate_async", BYPASS],
+    "separate_async_b0": [SEPARATE, f"{THRESHOLD}=1", BYPASS],
+    "separate_async_b1": [SEPARATE, f"{THRESHOLD}=2", BYPASS],
+    "separate_async_b3": [SEPARATE, f"{THRESHOLD}=4", DEEP, BYPASS],
+    "separate_async_b3_is": [SEPARATE, f"{THRESHOLD}=4", DEEP, *TOKEN_IS],
 }
+# Not among the default arms: upstream's V1 trainer skips rollout_correction in bypass mode (trainer_base.py:
+# _compute_old_log_prob returns the rollout's log-probs, _compute_advantage runs the correction only when not in
+# bypass mode, and nothing sets the bypass_mode policy loss), so this arm trains exactly as separate_async_b3 and
+# logs no rollout_corr/* metric (measured, seed 1).
+BYPASS_RS = [SEPARATE, f"{THRESHOLD}=4", DEEP, BYPASS, *K3_RS]
+ARMS_MORE = {"separate_async_b3_rs": BYPASS_RS}
 BASELINE_ARM = "sync"
 
 
@@ -105,7 +121,7 @@ def run_once(arm: str, seed: int, steps: int, out: Path, tiny: Path, model: Path
            "PYTHONUNBUFFERED": "1"}
     env.pop("VERL_FILE_LOGGER_PATH", None)
     args = [sys.executable, "-m", "verl_ascend", "train", "--config-name", CONFIG, f"trainer.total_training_steps={steps}",
-            f"actor_rollout_ref.model.path={model}", f"data.seed={seed}", *COMMON, *ARMS[arm]]
+            f"actor_rollout_ref.model.path={model}", f"data.seed={seed}", *COMMON, *{**ARMS, **ARMS_MORE}[arm]]
     started = time.monotonic()
     with open(out / "run.log", "w") as log:
         proc = subprocess.run(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -185,6 +201,10 @@ def analyze(out: Path, arms: list[str], seeds: list[int], markdown: bool = False
     from verl_ascend.report import parity
 
     spec = parity.load_margin(str(MARGIN))
+    missing = [a for a in arms if len(metrics_files(out, a, seeds)) < 2]
+    for arm in missing:
+        print(f"{arm}: {len(metrics_files(out, arm, seeds))} finished run(s) under {out / arm}: left out of the table")
+    arms = [a for a in arms if a not in missing]
     base = load(parity, out, BASELINE_ARM, seeds, spec)
     loaded = {a: base if a == BASELINE_ARM else load(parity, out, a, seeds, spec) for a in arms}
     rows = [arm_figures(parity, base, loaded[a], spec, out, seeds) for a in arms]
@@ -210,9 +230,10 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", action="store_true", help="print the table as the async guide's markdown")
     args = ap.parse_args(argv)
     arms, seeds = args.arms.split(","), [int(s) for s in args.seeds.split(",")]
-    unknown = [a for a in arms if a not in ARMS]
+    unknown = [a for a in arms if a not in ARMS and a not in ARMS_MORE]
     if unknown or BASELINE_ARM not in arms:
-        ap.error(f"--arms {args.arms}: unknown {unknown}; accepted: a comma-separated list of {list(ARMS)} "
+        ap.error(f"--arms {args.arms}: unknown {unknown}; accepted: a comma-separated list of "
+                 f"{list(ARMS) + list(ARMS_MORE)} "
                  f"that includes {BASELINE_ARM}")
     out = Path(args.out)
     if not args.analyze_only:

@@ -67,7 +67,7 @@ def test_statistics_are_those_of_the_files():
     cmp, spec = compare(runs(BASE), runs(CAND))
 
     def per_run(path):
-        rows = [json.loads(x) for x in (Path(path) / "metrics.jsonl").read_text().splitlines()]
+        rows = [json.loads(x) for x in next(Path(path).glob("*/metrics.jsonl")).read_text().splitlines()]
         v = np.array([r["data"][PRIMARY] for r in rows if r["step"] in cmp.steps])
         return v[-3:].mean(), v.max(), ((v[1:] + v[:-1]) / 2).sum() / (len(v) - 1)
 
@@ -102,21 +102,21 @@ def test_bad_input_is_refused_naming_the_file(tmp_path, case):
     elif case == "two_runs":
         cand, culprit = cand[:2], "at least 3 runs"
     elif case == "metric_missing":  # one run lacks every primary metric
-        path = Path(cand[1]) / "metrics.jsonl"
+        path = next(Path(cand[1]).glob("*/metrics.jsonl"))
         path.write_text(path.read_text().replace(f'"{PRIMARY}"', '"reward_extra/acc/other"'))
         culprit = str(path)
     elif case == "metric_differs":  # the candidate's runs log another accuracy than the baseline's
         for run in cand:
-            path = Path(run) / "metrics.jsonl"
+            path = next(Path(run).glob("*/metrics.jsonl"))
             path.write_text(path.read_text().replace(f'"{PRIMARY}"', '"reward_extra/acc/sampled_mean"'))
         culprit = "the arms' primary metrics differ"
     elif case == "same_seed":
-        shutil.copyfile(Path(cand[0]) / "data_order.json", Path(cand[2]) / "data_order.json")
-        lines = (Path(cand[0]) / "resume.jsonl").read_text()
-        (Path(cand[2]) / "resume.jsonl").write_text(lines)
-        culprit = f"{cand[2]}/metrics.jsonl both ran with seed"
+        first, third = (next(Path(c).glob("*/metrics.jsonl")).parent for c in (cand[0], cand[2]))
+        for name in ("data_order.json", "resume.jsonl"):
+            shutil.copyfile(first / name, third / name)
+        culprit = f"{third / 'metrics.jsonl'} both ran with seed"
     elif case == "torn":
-        path = Path(cand[2]) / "metrics.jsonl"
+        path = next(Path(cand[2]).glob("*/metrics.jsonl"))
         path.write_text(path.read_text() + '{"step": 21, "data": {"reward_')
         culprit = f"{path}:"
     elif case == "margin_key":

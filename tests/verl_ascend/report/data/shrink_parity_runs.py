@@ -2,8 +2,9 @@
 
     python tests/verl_ascend/report/data/shrink_parity_runs.py STUDY_OUT BASELINE_ARM CANDIDATE_ARM
 
-STUDY_OUT is the study's ``--out`` (``<arm>/<seed>/<experiment>/``). For each arm and seed it keeps the
-run's own records as written (``resume.jsonl``, ``data_order.json``) and, of each metrics line, the step
+STUDY_OUT is the study's ``--out`` (``<arm>/<seed>/<experiment>/``), and the copy keeps that layout. For each
+arm and seed it keeps the run's own records as written (``resume.jsonl``, ``data_order.json``, ``status.json``;
+the study's ``wall_s.txt``) and, of each metrics line, the step
 and the metrics ``verl-ascend parity`` reads (KEEP_METRICS): values untouched, the rest of the ~100 keys
 a step left out. ``doctored/`` is the last arm (the candidate) shifted down by twice the margin (parity_async.yaml's) on
 its primary metric, every other byte as in the copy: the test's case that must exit 2.
@@ -29,9 +30,11 @@ HERE = Path(__file__).resolve().parent / "parity"
 
 
 def shrink_run(run: Path, out: Path, shift: float = 0.0) -> None:
+    """``run``: ``<seed>/<experiment>/``; ``out``: the same two levels in the fixture."""
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("resume.jsonl", "data_order.json"):
+    for name in ("resume.jsonl", "data_order.json", "status.json"):
         shutil.copyfile(run / name, out / name)
+    shutil.copyfile(run.parent / "wall_s.txt", out.parent / "wall_s.txt")
     lines = []
     for line in (run / "metrics.jsonl").read_text().splitlines():
         rec = json.loads(line)
@@ -48,9 +51,9 @@ def main(study: str, *arms: str) -> None:
     for arm in arms:
         for seed_dir in sorted(Path(study, arm).iterdir()):
             run = next(seed_dir.glob("*/metrics.jsonl")).parent
-            shrink_run(run, HERE / arm / seed_dir.name)
+            shrink_run(run, HERE / arm / seed_dir.name / run.name)
             if arm == arms[-1]:
-                shrink_run(run, HERE / "doctored" / seed_dir.name, shift=2 * margin)
+                shrink_run(run, HERE / "doctored" / seed_dir.name / run.name, shift=2 * margin)
 
 
 if __name__ == "__main__":
