@@ -420,9 +420,17 @@ def render(base: Arm, cand: Arm, cmp: Comparison, spec: Margin) -> str:
     return "\n".join(lines)
 
 
+# Of upstream's ~27 rollout_corr/* metrics, the table shows the divergence and how many weights were truncated or
+# samples rejected; --json keeps them all.
+SHOWN_CORR = ("rollout_corr/kl", "rollout_corr/rollout_is_mean", "rollout_corr/rollout_is_ratio_fraction_high",
+              "rollout_corr/rollout_rs_masked_fraction")
+
+
 def _diag_table(base: Arm, cand: Arm, steps: list[int]) -> str:
     diag = {a.name: diagnostics(a, steps) for a in (base, cand)}
-    keys = sorted(set(diag[base.name]) | set(diag[cand.name]), key=lambda k: (k.startswith("rollout_corr/"), k))
+    keys = sorted((k for k in set(diag[base.name]) | set(diag[cand.name])
+                   if not k.startswith("rollout_corr/") or k in SHOWN_CORR),
+                  key=lambda k: (k.startswith("rollout_corr/"), k))
     out = ["off-policy diagnostics per step (arm means; baseline | candidate; --json has every step):",
            "  step  " + "  ".join(f"{k.split('/')[-2] + '/' + k.split('/')[-1]:>27}" for k in keys)]
     every = max(1, math.ceil(len(steps) / 25))  # a long run: every k-th step here, all of them in --json
