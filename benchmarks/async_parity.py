@@ -69,7 +69,8 @@ TOKEN_IS = ["algorithm.rollout_correction.bypass_mode=false", "algorithm.rollout
 # arm -> overrides on top of COMMON
 ARMS = {
     "sync": ["trainer.v1.trainer_mode=sync", BYPASS],
-    "colocate_async": ["trainer.v1.trainer_mode=colocate_async", BYPASS],
+    # upstream's bound of 8, named: with the window of one batch it never binds (staleness <= 1)
+    "colocate_async": ["trainer.v1.trainer_mode=colocate_async", f"{THRESHOLD}=8", BYPASS],
     "separate_async_b0": [SEPARATE, f"{THRESHOLD}=1", BYPASS],
     "separate_async_b1": [SEPARATE, f"{THRESHOLD}=2", BYPASS],
     "separate_async_b3": [SEPARATE, f"{THRESHOLD}=4", DEEP, BYPASS],

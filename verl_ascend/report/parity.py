@@ -232,8 +232,10 @@ def _check_arm(name: str, runs: list[Run], min_runs: int = MIN_RUNS) -> None:
     if len(runs) < min_runs:
         raise ParityInputError(f"arm {name}: {len(runs)} run(s) ({', '.join(r.path for r in runs) or 'none'}); "
                                f"accepted: at least {MIN_RUNS} runs an arm (one run's noise is the size of the effect)")
-    for what, get in (("trainer mode", lambda r: r.mode),
-                      ("staleness bound", lambda r: r.settings.get("trainer.v1.sampler.max_off_policy_threshold"))):
+    def bound(run: Run) -> Any:  # sync samples on-policy: its replay buffer's bound never acts
+        return None if run.mode == "sync" else run.settings.get("trainer.v1.sampler.max_off_policy_threshold")
+
+    for what, get in (("trainer mode", lambda r: r.mode), ("staleness bound", bound)):
         seen = {get(r) for r in runs if get(r) is not None}
         if len(seen) > 1:
             raise ParityInputError(f"arm {name}: runs in different {what}s: " + ", ".join(
