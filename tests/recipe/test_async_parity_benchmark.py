@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "verl_ascend" / "report" / "data" / "parity"
-CAND = "separate_async_b1"
+CAND = "separate_async_b0"
 
 
 def analyze(out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -26,13 +26,20 @@ def study(tmp_path: Path, candidate: str = CAND) -> Path:
 
 
 def test_the_study_table_and_verdict(tmp_path):
+    """The verdict is parity's with the study's margin, and the exit status follows it."""
+    from verl_ascend.report import parity
+
     out = analyze(study(tmp_path), "--markdown")
-    assert out.returncode == 0, out.stdout + out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| `")]
-    assert [r.split("|")[1].strip() for r in rows] == ["`sync`", f"`{CAND}`"]
-    assert rows[0].rstrip(" |").endswith("baseline") and rows[1].rstrip(" |").endswith("PASS")
+    assert [r.split("|")[1].strip() for r in rows] == ["`sync`", f"`{CAND}`"], out.stdout + out.stderr
+    spec = parity.load_margin(str(REPO / "recipe" / "dapo_ascend" / "baselines" / "parity_async.yaml"))
+    runs = {a: [str(p) for p in sorted((tmp_path / a).iterdir())] for a in ("sync", CAND)}
+    cmp = parity.compare(parity.load_arm("sync", runs["sync"], spec), parity.load_arm(CAND, runs[CAND], spec), spec)
+    assert rows[0].rstrip(" |").endswith("baseline")
+    assert rows[1].split("|")[-2].strip().startswith("PASS" if cmp.passed else "FAIL")
+    assert out.returncode == (0 if cmp.passed else 2)
     results = json.loads((tmp_path / "results.json").read_text())
-    assert [r["runs"] for r in results] == [3, 3] and results[1]["staleness_max"] == 1
+    assert [r["runs"] for r in results] == [3, 3] and results[1]["staleness_max"] == 0
     assert (tmp_path / "async_parity.png").stat().st_size > 10_000 and (tmp_path / f"parity_{CAND}.png").exists()
 
 

@@ -21,8 +21,8 @@ from verl_ascend.report import parity
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).resolve().parent / "data" / "parity"
-MARGIN = REPO / "recipe" / "dapo_ascend" / "baselines" / "parity_async.yaml"
-BASE, CAND = "sync", "separate_async_b1"
+MARGIN = DATA / "margin.yaml"  # the margin the doctored copy was shifted by twice of
+BASE, CAND = "sync", "separate_async_b0"
 PRIMARY = "reward_extra/acc/mean"
 
 
@@ -83,8 +83,8 @@ def test_statistics_are_those_of_the_files():
 def test_settings_come_from_each_runs_records():
     arm = parity.load_arm("c", runs(CAND), parity.load_margin(str(MARGIN)))
     assert [r.seed for r in arm.runs] == [1, 2, 3]
-    assert {r.settings["trainer.v1.sampler.max_off_policy_threshold"] for r in arm.runs} == {2}
-    assert "staleness bound 1" in arm.label()
+    assert {r.settings["trainer.v1.sampler.max_off_policy_threshold"] for r in arm.runs} == {1}
+    assert "staleness bound 0" in arm.label()
 
 
 def _copy_arm(arm: str, dst: Path) -> list[str]:
@@ -121,7 +121,7 @@ def test_bad_input_is_refused_naming_the_file(tmp_path, case):
         culprit = f"{path}:"
     elif case == "margin_key":
         margin = tmp_path / "m.yaml"
-        margin.write_text(MARGIN.read_text().replace("margin: 0.05", "margin: 0.05\nmargn: 1"))
+        margin.write_text(MARGIN.read_text() + "margn: 1\n")
         culprit = "unknown key(s) margn"
     out = cli("--baseline", *base, "--candidate", *cand, "--margin", str(margin), "--no-plot")
     assert out.returncode == 2, out.stdout + out.stderr

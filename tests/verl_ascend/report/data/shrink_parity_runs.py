@@ -1,13 +1,14 @@
 """Copy real runs of benchmarks/async_parity.py into the small fixture under parity/ (how the committed files were made).
 
-    python tests/verl_ascend/report/data/shrink_parity_runs.py STUDY_OUT BASELINE_ARM CANDIDATE_ARM
+    python tests/verl_ascend/report/data/shrink_parity_runs.py STUDY_OUT BASELINE_ARM CANDIDATE_ARM [MARGIN_YAML]
 
 STUDY_OUT is the study's ``--out`` (``<arm>/<seed>/<experiment>/``), and the copy keeps that layout. For each
 arm and seed it keeps the run's own records as written (``resume.jsonl``, ``data_order.json``, ``status.json``;
 the study's ``wall_s.txt``) and, of each metrics line, the step
 and the metrics ``verl-ascend parity`` reads (KEEP_METRICS): values untouched, the rest of the ~100 keys
 a step left out. ``doctored/`` is the last arm (the candidate) shifted down by twice the margin (parity_async.yaml's) on
-its primary metric, every other byte as in the copy: the test's case that must exit 2.
+its primary metric, every other byte as in the copy: the test's case that must exit 2. The margin is
+MARGIN_YAML's (default: the study's, recipe/dapo_ascend/baselines/parity_async.yaml), copied to ``margin.yaml``.
 """
 
 from __future__ import annotations
@@ -45,9 +46,13 @@ def shrink_run(run: Path, out: Path, shift: float = 0.0) -> None:
     (out / "metrics.jsonl").write_text("\n".join(lines) + "\n")
 
 
-def main(study: str, *arms: str) -> None:
-    margin = load_margin(str(REPO / "recipe/dapo_ascend/baselines/parity_async.yaml")).margin
+def main(study: str, base: str, cand: str, margin_file: str = "") -> None:
+    margin_file = margin_file or str(REPO / "recipe/dapo_ascend/baselines/parity_async.yaml")
+    margin = load_margin(margin_file).margin
+    arms = (base, cand)
     shutil.rmtree(HERE, ignore_errors=True)
+    HERE.mkdir(parents=True)
+    shutil.copyfile(margin_file, HERE / "margin.yaml")
     for arm in arms:
         for seed_dir in sorted(Path(study, arm).iterdir()):
             run = next(seed_dir.glob("*/metrics.jsonl")).parent
