@@ -206,6 +206,8 @@ def analyze(out: Path, arms: list[str], seeds: list[int], markdown: bool = False
     for arm in missing:
         print(f"{arm}: {len(metrics_files(out, arm, seeds))} finished run(s) under {out / arm}: left out of the table")
     arms = [a for a in arms if a not in missing]
+    if BASELINE_ARM not in arms:
+        return 2  # nothing to compare against: named above
     base = load(parity, out, BASELINE_ARM, seeds, spec)
     loaded = {a: base if a == BASELINE_ARM else load(parity, out, a, seeds, spec) for a in arms}
     rows = [arm_figures(parity, base, loaded[a], spec, out, seeds) for a in arms]
