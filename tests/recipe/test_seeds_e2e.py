@@ -29,6 +29,7 @@ NEEDS_VLLM = pytest.mark.skipif(importlib.util.find_spec("vllm") is None and not
 
 def _first_step(tiny_dir, out: Path, seed: int, rollout: str = "hf") -> dict[str, list[str]]:
     """prompt -> its sampled responses (sorted: the n samples of a prompt are exchangeable) at step 1."""
+    out.mkdir(parents=True)
     env = recipe_env(tiny_dir, out)
     overrides = [f"data.seed={seed}", "trainer.total_training_steps=1", f"trainer.rollout_data_dir={out / 'gen'}",
                  "trainer.save_freq=-1", "fault_tolerance.allow_no_checkpoints=true"]
