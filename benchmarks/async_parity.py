@@ -33,7 +33,7 @@ and plots each arm against sync by step and by wall-clock. A run already finishe
 (``status.json`` says so): an interrupted study continues where it stopped.
 
     python benchmarks/async_parity.py [--arms sync,colocate_async,...] [--seeds 1,2,3] [--steps 20]
-                                      [--out benchmarks/results/async_parity] [--analyze-only]
+                                      [--out benchmarks/results/async_parity] [--analyze-only] [--markdown]
 """
 
 from __future__ import annotations
