@@ -28,7 +28,7 @@ when not bypassed), so the correction arm must recompute: on the CPU that needs 
 
 Per arm it prints steps/s and wall time, then against sync (``verl-ascend parity``'s analysis: final =
 mean of the last 3 steps, max, area under the curve, each candidate - baseline with a 95 % bootstrap
-interval over runs) the verdict against the margin of ``recipe/dapo_ascend/baselines/parity_async.yaml``,
+interval over runs) the verdict against the margin of ``recipe/dapo_ascend/margins/parity_async.yaml``,
 and plots each arm against sync by step and by wall-clock. A run already finished under ``--out`` is kept
 (``status.json`` says so): an interrupted study continues where it stopped.
 
@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 CONFIG = "dapo_demo_cpu"
-MARGIN = REPO / "recipe" / "dapo_ascend" / "baselines" / "parity_async.yaml"
+MARGIN = REPO / "recipe" / "dapo_ascend" / "margins" / "parity_async.yaml"
 COLD_WARMUP_STEPS = 18  # supervised warm-up steps of the cold base model (the demo's: 36)
 COMMON = ["algorithm.filter_groups.enable=false"]
 BYPASS = "algorithm.rollout_correction.bypass_mode=true"

@@ -89,7 +89,7 @@ def commands() -> tuple[Command, ...]:
         Command("parity", "verl_ascend.report.parity:main",
                 "two arms of runs (>= 3 each) against a non-inferiority margin, with bootstrap intervals",
                 "verl-ascend parity --baseline runs/sync/* --candidate runs/async/*"
-                " --margin recipe/dapo_ascend/baselines/parity_async.yaml",
+                " --margin recipe/dapo_ascend/margins/parity_async.yaml",
                 "a statistic whose interval's lower bound is below -margin (named with its metric), or runs it "
                 "cannot compare (a missing file, fewer than 3 runs an arm, a metric not logged; named on stderr)"),
     )

@@ -32,7 +32,7 @@ def test_the_study_table_and_verdict(tmp_path):
     out = analyze(study(tmp_path), "--markdown")
     rows = [line for line in out.stdout.splitlines() if line.startswith("| `")]
     assert [r.split("|")[1].strip() for r in rows] == ["`sync`", f"`{CAND}`"], out.stdout + out.stderr
-    spec = parity.load_margin(str(REPO / "recipe" / "dapo_ascend" / "baselines" / "parity_async.yaml"))
+    spec = parity.load_margin(str(REPO / "recipe" / "dapo_ascend" / "margins" / "parity_async.yaml"))
     runs = {a: [str(p) for p in sorted((tmp_path / a).iterdir())] for a in ("sync", CAND)}
     cmp = parity.compare(parity.load_arm("sync", runs["sync"], spec), parity.load_arm(CAND, runs[CAND], spec), spec)
     assert rows[0].rstrip(" |").endswith("baseline")

@@ -515,7 +515,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 "candidate - baseline with a bootstrap interval, against a non-inferiority margin; off-policy "
                 "diagnostics per step; a plot by step and by wall-clock.",
                 ["verl-ascend parity --baseline runs/sync/* --candidate runs/async/* "
-                 "--margin recipe/dapo_ascend/baselines/parity_async.yaml --json parity.json"])
+                 "--margin recipe/dapo_ascend/margins/parity_async.yaml --json parity.json"])
     ap.add_argument("--baseline", nargs="+", required=True, metavar="RUN", help="metrics .jsonl files or run folders")
     ap.add_argument("--candidate", nargs="+", required=True, metavar="RUN", help="metrics .jsonl files or run folders")
     ap.add_argument("--margin", required=True, help="margin YAML (schema verl-ascend/parity-margin/v1)")

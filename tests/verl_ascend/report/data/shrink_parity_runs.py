@@ -8,7 +8,7 @@ the study's ``wall_s.txt``) and, of each metrics line, the step
 and the metrics ``verl-ascend parity`` reads (KEEP_METRICS): values untouched, the rest of the ~100 keys
 a step left out. ``doctored/`` is the last arm (the candidate) shifted down by twice the margin (parity_async.yaml's) on
 its primary metric, every other byte as in the copy: the test's case that must exit 2. The margin is
-MARGIN_YAML's (default: the study's, recipe/dapo_ascend/baselines/parity_async.yaml), copied to ``margin.yaml``.
+MARGIN_YAML's (default: the study's, recipe/dapo_ascend/margins/parity_async.yaml), copied to ``margin.yaml``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def shrink_run(run: Path, out: Path, shift: float = 0.0) -> None:
 
 
 def main(study: str, base: str, cand: str, margin_file: str = "") -> None:
-    margin_file = margin_file or str(REPO / "recipe/dapo_ascend/baselines/parity_async.yaml")
+    margin_file = margin_file or str(REPO / "recipe/dapo_ascend/margins/parity_async.yaml")
     margin = load_margin(margin_file).margin
     arms = (base, cand)
     shutil.rmtree(HERE, ignore_errors=True)
