@@ -95,6 +95,12 @@ def commands() -> tuple[Command, ...]:
                 "verl-ascend cluster --config-name dapo_qwen25_32b_npu trainer.nnodes=16",
                 "a node not ready (each FAIL cell: node, check, expected, fix), no Ray cluster at the address, a "
                 "config that does not compose"),
+        Command("parity", "verl_ascend.report.parity:main",
+                "two arms of runs (>= 3 each) against a non-inferiority margin, with bootstrap intervals",
+                "verl-ascend parity --baseline runs/sync/* --candidate runs/async/*"
+                " --margin recipe/dapo_ascend/margins/parity_async.yaml",
+                "a statistic whose interval's lower bound is below -margin (named with its metric), or runs it "
+                "cannot compare (a missing file, fewer than 3 runs an arm, a metric not logged; named on stderr)"),
     )
 
 

@@ -251,3 +251,48 @@ def test_cache_shrinks_to_the_live_rows_when_a_long_row_leaves(model):
     assert max(abs(x - y) for x, y in zip(short.log_probs, ref)) < 1e-4
     again = GenerationRequest("short", PROMPTS[1], SamplingSpec(max_new_tokens=12, ignore_eos=True, seed=2))
     assert eng.generate([again])[0].token_ids == short.token_ids
+
+
+def _server(seed: int, rank: int = 0):
+    """The server's seeding state alone (no Ray actor, no model): what ``_sampling_spec`` reads."""
+    import collections
+    from types import SimpleNamespace
+
+    from verl.cpu.rollout.server import HFRolloutServer
+
+    server = HFRolloutServer.__new__(HFRolloutServer)
+    server.config = SimpleNamespace(seed=seed, full_determinism=False, response_length=6, prompt_length=8)
+    server.replica_rank, server.max_model_len = rank, 64
+    server._draws = collections.Counter()
+    return server
+
+
+def _sample(model, server, prompts, batches):
+    """Each prompt's samples when the requests reach the engine in ``batches`` (lists of indices into prompts)."""
+    specs = [server._sampling_spec(p, {"temperature": 1.0}) for p in prompts]  # arrival order: as listed
+    eng, out = engine(model, eos=()), {}
+    for batch in batches:
+        results = eng.generate([GenerationRequest(f"r{i}", prompts[i], specs[i]) for i in batch])
+        out.update({int(r.request_id[1:]): r.token_ids for r in results})
+    by_prompt: dict = {}
+    for i, p in enumerate(prompts):
+        by_prompt.setdefault(tuple(p), []).append(out[i])
+    return {p: sorted(v) for p, v in by_prompt.items()}
+
+
+def test_server_seeds_each_request_so_batch_mates_do_not_matter(model):
+    """rollout.seed reaches every request: the same seed samples the same responses per prompt whichever
+    requests share an engine batch and in which order a prompt's samples arrive; another seed (or replica)
+    samples others. Without a per-request seed every row drew from one global generator, so a sample
+    depended on its batch-mates (the agent loop's concurrency decides them)."""
+    prompts = [PROMPTS[i % 3] for i in range(9)]  # three samples of each prompt, interleaved
+    one_batch = _sample(model, _server(5), prompts, [list(range(9))])
+    reordered = [prompts[i] for i in (8, 2, 5, 0, 7, 1, 4, 3, 6)]
+    split = _sample(model, _server(5), reordered, [[0, 1], [2, 3, 4, 5], [6, 7, 8]])
+    assert split == one_batch
+    # a prompt's samples are not copies of one draw: each has its own seed
+    server = _server(5)
+    assert len({server._sampling_spec(PROMPTS[0], {}).seed for _ in range(16)}) == 16
+    assert any(len(set(map(tuple, v))) > 1 for v in one_batch.values())
+    assert _sample(model, _server(6), prompts, [list(range(9))]) != one_batch
+    assert _sample(model, _server(5, rank=1), prompts, [list(range(9))]) != one_batch

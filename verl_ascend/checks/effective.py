@@ -194,7 +194,19 @@ def mode_settings(config: DictConfig) -> dict[str, Any]:
     out[f"warm-up (trainer.v1.{mode}.num_warmup_batches)"] = view.get(f"trainer.v1.{mode}.num_warmup_batches", 1)
     out["staleness bound (trainer.v1.sampler.max_off_policy_threshold)"] = view.get(
         "trainer.v1.sampler.max_off_policy_threshold")
+    out["rollout correction (algorithm.rollout_correction)"] = _correction(view)
     return out
+
+
+def _correction(view) -> str:
+    """Upstream's off-policy correction in one line: what samples are weighted or rejected by, and the old policy."""
+    key = "algorithm.rollout_correction"
+    is_level, rs = view.get(f"{key}.rollout_is"), view.get(f"{key}.rollout_rs")
+    parts = [f"rollout_is={is_level} (threshold {view.get(f'{key}.rollout_is_threshold')})" if is_level else None,
+             f"rollout_rs={rs} (threshold {view.get(f'{key}.rollout_rs_threshold')})" if rs else None]
+    old = ("old policy = the rollout log-probs (bypass_mode=true)" if view.get_bool(f"{key}.bypass_mode")
+           else "old policy recomputed by the actor (bypass_mode=false)")
+    return f"{', '.join(p for p in parts if p) or 'off'}; {old}"
 
 
 def render(config: DictConfig, profile: Any = None) -> list[str]:

@@ -65,6 +65,18 @@ from verl_ascend.run.run_guard import StartRefused
 MARKER = "verl_ascend_complete.json"
 SELF_CHECKSUM = "marker_sha256"  # in the marker: the digest of its own record
 MODE_FIELD = "trainer_mode"  # in the marker: the trainer mode the checkpoint was written in
+# Recorded in each start's line of resume.jsonl ("settings"): what makes two runs comparable or not
+# (``verl-ascend parity`` reads a run's seed, staleness bound and rollout correction from here).
+SETTINGS_KEYS = (
+    "data.seed",
+    "actor_rollout_ref.rollout.seed",
+    "trainer.v1.sampler.max_off_policy_threshold",
+    "trainer.v1.sampler.max_off_policy_strategy",
+    "algorithm.rollout_correction.bypass_mode",
+    "algorithm.rollout_correction.rollout_is",
+    "algorithm.rollout_correction.rollout_is_threshold",
+    "algorithm.rollout_correction.rollout_rs",
+)
 TRACKER = "latest_checkpointed_iteration.txt"
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 INCOMPLETE_SUFFIX = ".incomplete"
@@ -460,6 +472,17 @@ def recorded_mode(folder: str) -> Optional[str]:
     return str(mode) if mode is not None else None
 
 
+def recorded_settings(config) -> dict[str, Any]:
+    """The values of ``SETTINGS_KEYS`` in the composed config (None where absent or unresolvable)."""
+    from omegaconf import OmegaConf
+
+    out = {}
+    for key in SETTINGS_KEYS:
+        value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
+        out[key] = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+    return out
+
+
 def check_trainer_mode(config, plan: Plan, start_over: bool) -> None:
     """Read-only, before Ray: a resume in another ``trainer.v1.trainer_mode`` than its checkpoint's is refused,
     naming both modes and what upstream's trainers keep differently. With ``resume_mode=auto`` and
@@ -561,6 +584,7 @@ def prepare_run(config, plan: Plan) -> int:
     _log(plan.why if step else f"training starts from step 1: {plan.why}")
     record["resume_step"] = step
     record["trainer_mode"] = trainer_mode.mode_of(config)
+    record["settings"] = recorded_settings(config)
 
     # Metrics, the prompt ledger and the rollout-group ledger describe the run as if it had never
     # stopped: records of steps that will be trained again move to a dated side file, the

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import logging
 import os
 import time
@@ -91,6 +92,8 @@ class HFRolloutServer:
         self._init_profiler()
         self._log_runtime_env()
         self.stats = {"batches": 0, "requests": 0, "generated_tokens": 0, "busy_s": 0.0}
+        # prompt digest -> samples of that prompt drawn so far (``_request_seed``)
+        self._draws: collections.Counter[bytes] = collections.Counter()
 
     # ------------------------------------------------------------------ generation
     def _ensure_loop(self) -> None:
@@ -100,8 +103,24 @@ class HFRolloutServer:
             self._gate.set()
             self._loop_task = asyncio.get_running_loop().create_task(self._batch_loop())
 
-    def _sampling_spec(self, prompt_len: int, params: dict[str, Any]) -> SamplingSpec:
+    def _request_seed(self, prompt_ids: list[int]) -> int:
+        """A request's own sampling seed: ``rollout.seed``, the replica, the prompt and how many samples of it came before.
+
+        Why: the agent loop sends each of a prompt's ``n`` samples as its own request, concurrently, and
+        which requests share an engine batch depends on timing. Drawn from one shared generator, a sample
+        would depend on its batch-mates; drawn from its own generator seeded this way, the k-th sample of a
+        prompt is the same in every run with the same seed and data order (the ``n`` samples of a group are
+        exchangeable, so which caller gets the k-th does not matter), and another seed draws other samples.
+        """
+        digest = hashlib.blake2b(repr(prompt_ids).encode(), digest_size=16).digest()
+        k = self._draws[digest]
+        self._draws[digest] = k + 1
+        base = f"{int(getattr(self.config, 'seed', 0) or 0)}/{self.replica_rank}/{k}".encode()
+        return int.from_bytes(hashlib.blake2b(base + digest, digest_size=8).digest(), "little") >> 1
+
+    def _sampling_spec(self, prompt_ids: list[int], params: dict[str, Any]) -> SamplingSpec:
         params = dict(params)
+        prompt_len = len(prompt_ids)
         room = self.max_model_len - prompt_len
         if room < 1:
             raise ValueError(
@@ -118,6 +137,8 @@ class HFRolloutServer:
         seed = params.get("seed")
         if seed is None and getattr(self.config, "full_determinism", False):
             seed = int(self.config.seed) + self.replica_rank
+        if seed is None:
+            seed = self._request_seed(prompt_ids)
         return SamplingSpec(
             max_new_tokens=max(1, min(int(max_new), room)),
             temperature=float(params.get("temperature", 1.0)),
@@ -146,7 +167,7 @@ class HFRolloutServer:
                 return TokenOutput(token_ids=[], log_probs=[], stop_reason="aborted", extra_fields=self._extra())
             await self._gate.wait()
         prompt_ids = [int(t) for t in prompt_ids]
-        spec = self._sampling_spec(len(prompt_ids), sampling_params)
+        spec = self._sampling_spec(prompt_ids, sampling_params)
         request = GenerationRequest(request_id=request_id, prompt_ids=prompt_ids, sampling=spec)
         future = asyncio.get_running_loop().create_future()
         self._pending.append((request, future))
