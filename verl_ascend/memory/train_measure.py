@@ -23,7 +23,7 @@ import tempfile
 import weakref
 from dataclasses import dataclass
 
-from verl_ascend.memory.train_step import StepShape, build, meshes, run_phase
+from verl_ascend.memory.train_step import StepShape, build, meshes, prepare_phase, run_phase
 
 WINDOW = "verl_ascend.memory.phase"
 
@@ -103,6 +103,7 @@ def _rank(rank: int, world: int, init_file: str, shape: StepShape, out: str) -> 
         mesh, sp_group = meshes(shape)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
             parts = build(shape, mesh, sp_group)
+            prepare_phase(shape, parts)
             dist.barrier()
             with record_function(WINDOW), _live_storages_mode()(_state_tensors(parts)) as live:
                 run_phase(shape, parts)

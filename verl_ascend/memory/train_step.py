@@ -48,7 +48,8 @@ class StepShape:
     seq_len: int  # one sequence (prompt + response); packed sequences restart positions
     response_len: int
     remove_padding: bool = True
-    micro_batches: int = 1  # micro-batches per optimizer step that are run (gradients accumulate)
+    strategy: str = "fsdp2"  # actor.strategy: the gradient clipping differs (see _clip_like_fsdp1)
+    accumulating: bool = False  # a later micro-batch of the mini-batch: gradients already allocated
     forward_only: bool = False  # log-prob pass: no_grad, no optimizer
     model_dtype: str = "fp32"
     param_dtype: str = "bf16"
@@ -96,10 +97,11 @@ def _ulysses_sdpa(module, query, key, value, attention_mask, scaling=None, dropo
         repeats = max(sp // k.size(2), 1)
         k, v = (repeat_kv(t.transpose(1, 2), repeats).transpose(1, 2) for t in (k, v))
         q, k, v = (gather_seq_scatter_heads(t, seq_dim=1, head_dim=2) for t in (q, k, v))
-    groups = q.size(2) // k.size(2)
-    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, heads, seq, dim]
+    if q.size(1) != k.size(1):  # as transformers' sdpa_attention_forward: repeat, so the O(seq) kernel runs
+        k, v = repeat_kv(k, q.size(1) // k.size(1)), repeat_kv(v, q.size(1) // v.size(1))
     out = torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, attn_mask=attention_mask, is_causal=attention_mask is None, scale=scaling, enable_gqa=groups > 1
+        q, k, v, attn_mask=attention_mask, is_causal=attention_mask is None, scale=scaling
     ).transpose(1, 2)
     if sp > 1:
         out = gather_heads_scatter_seq(out, seq_dim=1, head_dim=2)
@@ -283,8 +285,41 @@ def _loss(shape: StepShape, log_probs: torch.Tensor, entropy: torch.Tensor | Non
     return loss
 
 
+def _clip_like_fsdp1(module: torch.nn.Module, max_norm: float) -> None:
+    """FSDP1's clip_grad_norm_ on its flat shards: local sum of squares, one all-reduce, scale in place.
+
+    Why not verl's fsdp2_clip_grad_norm_ for ``strategy: fsdp``: the engine calls FSDP1's own method there,
+    which never gathers a gradient, while the DTensor path of torch 2.13 does (measured here: the bump is
+    the whole unsharded gradient)."""
+    import torch.distributed as dist
+
+    grads = [p.grad._local_tensor if hasattr(p.grad, "_local_tensor") else p.grad
+             for p in module.parameters() if p.grad is not None]
+    total = torch.stack([g.float().pow(2).sum() for g in grads]).sum()
+    dist.all_reduce(total)
+    coef = (max_norm / (total.sqrt() + 1e-6)).clamp(max=1.0)
+    for grad in grads:
+        grad.mul_(coef.to(grad.dtype))
+
+
+def prepare_phase(shape: StepShape, parts: Parts) -> None:
+    """The state the card is in when the phase's largest micro-batch starts (before any measurement).
+
+    The engine's contexts: ``module.train()`` for the update (gradient checkpointing acts only in training
+    mode), ``module.eval()`` for a log-prob pass. A later micro-batch of a mini-batch starts with the
+    earlier ones' sharded gradients allocated; its peak is the mini-batch's peak, so that one is run."""
+    if shape.forward_only:
+        parts.module.eval()
+        return
+    parts.module.train()
+    parts.optimizer.zero_grad(set_to_none=True)
+    if shape.accumulating:
+        for param in parts.module.parameters():
+            param.grad = torch.zeros_like(param)
+
+
 def run_phase(shape: StepShape, parts: Parts, device: str = "cpu") -> None:
-    """One optimizer step (the update) or one micro-batch under no_grad (a log-prob pass)."""
+    """The largest micro-batch and, for the update, the optimizer step after it (clip, AdamW)."""
     from verl.utils.fsdp_utils import fsdp2_clip_grad_norm_
 
     if shape.forward_only:
@@ -292,10 +327,11 @@ def run_phase(shape: StepShape, parts: Parts, device: str = "cpu") -> None:
             forward_micro_batch(shape, parts, device)
         parts.module.reshard()
         return
-    parts.optimizer.zero_grad(set_to_none=True)
-    for _ in range(shape.micro_batches):
-        loss, _ = forward_micro_batch(shape, parts, device)
-        loss.backward()
-        del loss
-    fsdp2_clip_grad_norm_(parts.module.parameters(), max_norm=1.0)
+    loss, _ = forward_micro_batch(shape, parts, device)
+    loss.backward()
+    del loss
+    if shape.strategy == "fsdp2":
+        fsdp2_clip_grad_norm_(parts.module.parameters(), max_norm=1.0)
+    else:
+        _clip_like_fsdp1(parts.module, max_norm=1.0)
     parts.optimizer.step()

@@ -18,7 +18,7 @@ import functools
 import json
 from dataclasses import dataclass
 
-from verl_ascend.memory.train_step import StepShape, build, meshes, run_phase
+from verl_ascend.memory.train_step import StepShape, build, meshes, prepare_phase, run_phase
 
 # FSDPMemTracker's kinds, in the order the plan lists them.
 KINDS = ("Sharded Param", "Sharded Grad", "OptState", "Buffer", "Unsharded Param", "All Gather", "Unsharded Grad",
@@ -31,6 +31,7 @@ class Trace:
 
     peak: int
     kinds: tuple[tuple[str, int], ...]  # (kind, bytes); vocabulary-wide bytes are split out of Activation/Temp
+    where: str = ""  # the tracker's state and innermost modules when the peak was reached
 
     def get(self, kind: str) -> int:
         return dict(self.kinds).get(kind, 0)
@@ -49,6 +50,7 @@ def _tracker_class():
             super().__init__(module, optimizer)
             self._vocab = vocab
             self._labelled: dict[int, tuple[weakref.ref, str, str]] = {}
+            self.peak_where = None
             self.labelled_at_peak: dict[tuple[str, str], int] = {}
 
         def _track(self, reftype, t):
@@ -62,6 +64,7 @@ def _tracker_class():
             before = dict(self._peak_mem)
             super()._update_peak_stats(peak_state)
             if self._peak_mem != before:
+                self.peak_where = (str(peak_state.value), sorted(self._mod_tracker.parents)[-3:], self._in_opt)
                 live: dict[tuple[str, str], int] = {}
                 for key, (ref, kind, label) in list(self._labelled.items()):
                     storage = ref()
@@ -105,6 +108,7 @@ def trace(shape: StepShape) -> Trace:
         mesh, sp_group = meshes(shape)
         with FakeTensorMode(allow_non_fake_inputs=True), _scalars_mode():
             parts = build(shape, mesh, sp_group)
+            prepare_phase(shape, parts)
             vocab = json.loads(shape.architecture)["vocab_size"]
             tracker = _tracker_class()(parts.module, parts.optimizer, vocab)
             with tracker:
@@ -118,4 +122,4 @@ def trace(shape: StepShape) -> Trace:
         kinds[kind] = kinds.get(kind, 0) - nbytes
         kinds[label] = kinds.get(label, 0) + nbytes
     ordered = tuple((k, kinds.get(k, 0)) for k in (*KINDS, VOCAB_ACT, VOCAB_TEMP))
-    return Trace(peak=device_snap["Total"], kinds=ordered)
+    return Trace(peak=device_snap["Total"], kinds=ordered, where=repr(tracker.peak_where))
