@@ -50,7 +50,8 @@ class StepShape:
     remove_padding: bool = True
     strategy: str = "fsdp2"  # actor.strategy: the gradient clipping differs (see _clip_like_fsdp1)
     accumulating: bool = False  # a later micro-batch of the mini-batch: gradients already allocated
-    forward_only: bool = False  # log-prob pass: no_grad, no optimizer
+    forward_only: bool = False  # log-prob pass: no_grad
+    keep_optimizer: bool = False  # a log-prob pass with the optimizer states on the card (no optimizer_offload)
     model_dtype: str = "fp32"
     param_dtype: str = "bf16"
     reduce_dtype: str = "fp32"
@@ -159,7 +160,7 @@ def build(shape: StepShape, mesh, sp_group) -> Parts:
                    "reshard_after_forward": shape.reshard_after_forward}
     apply_fsdp2(module, fsdp_kwargs, {"wrap_policy": {}, "forward_prefetch": shape.forward_prefetch})
     set_ulysses_sequence_parallel_group(sp_group)
-    optimizer = None if shape.forward_only else _optimizer(module, shape)
+    optimizer = _optimizer(module, shape) if (not shape.forward_only or shape.keep_optimizer) else None
     return Parts(module=module, optimizer=optimizer, sp_group=sp_group)
 
 

@@ -316,7 +316,7 @@ def _host_term(name: str, per_card: int, cards_per_node: int, keys: tuple[str, .
                 f"{SOURCE}: per-card bytes x trainer.n_gpus_per_node", keys)
 
 
-def _update_phase(config, base, role, per_node):
+def _update_phase(config, base, role):
     from verl_ascend.memory.train_trace import trace
 
     shape, keys = _update_shape(config, base)
@@ -329,15 +329,12 @@ def _update_phase(config, base, role, per_node):
 def _log_prob_phase(config, base, role, per_node, update_terms):
     from verl_ascend.memory.train_trace import trace
 
-    shape, keys = _log_prob_shape(config, base, R, entropy=True)
+    offloaded = _bool(config, f"{FSDP}.optimizer_offload")
+    shape, keys = _log_prob_shape(config, dict(base, keep_optimizer=not offloaded), R, entropy=True)
     terms = _terms(trace(shape), keys, chunk_keys=_CHUNK)
     optimizer = update_terms["OptState"]
-    resident = [terms["Sharded Param"], terms["Buffer"]]
-    host = []
-    if _bool(config, f"{FSDP}.optimizer_offload"):
-        host.append(_host_term(optimizer.name, optimizer.bytes, per_node, optimizer.keys))
-    else:
-        resident.append(optimizer)
+    resident = [terms[k] for k in _RESIDENT]
+    host = [_host_term(optimizer.name, optimizer.bytes, per_node, optimizer.keys)] if offloaded else []
     active = tuple(t for k, t in terms.items() if k not in _RESIDENT and t.bytes)
     return Phase("old log-prob", role, resident=tuple(t for t in resident if t.bytes), active=active,
                  host=tuple(host))
@@ -382,10 +379,22 @@ def plan_training(config: Any, *, overrides: Mapping[str, object] | None = None)
     base = _shape_kwargs(config, hf)
     _, per_node = _cards(config)
     role = _role(config)
-    update, update_terms = _update_phase(config, base, role, per_node)
-    phases = [update]
+    update, update_terms = _update_phase(config, base, role)
+    phases = []  # in the order a step runs them
     if recomputes_old_log_prob(config):
         phases.append(_log_prob_phase(config, base, role, per_node, update_terms))
     if uses_reference(config):
         phases.append(_ref_phase(config, base, role, per_node, update_terms))
-    return tuple(phases)
+    return (*phases, update)
+
+
+def phase_shapes(config: Any, *, overrides: Mapping[str, object] | None = None) -> dict:
+    """The traced program of each phase ({phase name: StepShape}), for measuring the same program."""
+    config = _with_overrides(config, overrides)
+    base = _shape_kwargs(config, load_architecture(config))
+    shapes = {"actor update": _update_shape(config, base)[0]}
+    if recomputes_old_log_prob(config):
+        offloaded = _bool(config, f"{FSDP}.optimizer_offload")
+        shapes["old log-prob"] = _log_prob_shape(config, dict(base, keep_optimizer=not offloaded), R,
+                                                 entropy=True)[0]
+    return shapes
