@@ -26,6 +26,7 @@ What is not the engine's own code, and why:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -238,20 +239,15 @@ def forward_micro_batch(shape: StepShape, parts: Parts, device: str = "cpu"):
         else:
             logits = output.logits
             entropy = None
-            if shape.calculate_entropy:
-                entropy = verl_F_entropy(logits)
+            if shape.calculate_entropy:  # the padded path: verl's unchunked entropy over [rows, seq, vocab]
+                from verl.utils import torch_functional as verl_F
+
+                entropy = verl_F.entropy_from_logits(logits)
             logits = torch.cat(list(logits.unbind()))  # the engine's narrow + cat: a copy
-            no_entropy = SimpleNamespace(**{**shape.__dict__, "calculate_entropy": False})
-            log_probs, _ = _head(no_entropy, logits, labels)
+            log_probs, _ = _head(dataclasses.replace(shape, calculate_entropy=False), logits, labels)
         if shape.forward_only:
             return None, log_probs
         return _loss(shape, log_probs, entropy), log_probs
-
-
-def verl_F_entropy(logits):
-    from verl.utils import torch_functional as verl_F
-
-    return verl_F.entropy_from_logits(logits)
 
 
 def _responses(shape: StepShape, per_token: torch.Tensor) -> torch.Tensor:

@@ -208,8 +208,6 @@ def _budget(config: Any, sp: int, *, dynamic_key: str, tokens_key: str, rows_key
 
 
 def _shape_kwargs(config: Any, hf) -> dict:
-    from verl_ascend.memory.train_step import StepShape  # noqa: F401  (the fields below are its own)
-
     world, _ = _cards(config)
     shard = _shard_size(config, world)
     sp = _int(config, f"{A}.ulysses_sequence_parallel_size", 1)
