@@ -101,8 +101,11 @@ def trace(shape: StepShape) -> Trace:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    from verl.utils.ulysses import set_ulysses_sequence_parallel_group
+
+    if dist.is_initialized():  # a real job's process group is not ours to replace
+        raise RuntimeError("the training plan traces under a fake process group of its own: run it in a "
+                           "process without torch.distributed initialised (the driver, the doctor, DRY_RUN)")
     dist.init_process_group("fake", rank=0, world_size=shape.world_size, store=FakeStore())
     try:
         mesh, sp_group = meshes(shape)
@@ -115,6 +118,7 @@ def trace(shape: StepShape) -> Trace:
                 run_phase(shape, parts)
             snapshot = tracker.get_tracker_snapshot("peak")
     finally:
+        set_ulysses_sequence_parallel_group(None)
         dist.destroy_process_group()
     device_snap = snapshot[torch.device("cpu")]
     kinds = {k.value if hasattr(k, "value") else str(k): v for k, v in device_snap.items() if k != "Total"}
