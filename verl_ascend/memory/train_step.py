@@ -9,7 +9,8 @@ reduced in ``reduce_dtype``), enables gradient checkpointing the way the engine 
 runs one micro-batch the way the engine's padding-free path does: ``ulysses_pad_and_slice_inputs``,
 the model, verl's ``entropy_from_logits`` (chunked or not), ``logprobs_from_logits``,
 ``gather_outputs_and_unpad``, verl's policy-loss function and ``agg_loss``, backward, verl's
-``fsdp2_clip_grad_norm_`` and the optimizer verl's ``build_optimizer`` makes.
+``fsdp2_clip_grad_norm_`` (FSDP1's clipping for ``strategy: fsdp``) and the optimizer verl's
+``build_optimizer`` makes.
 
 What is not the engine's own code, and why:
 - the micro-batch is one packed row of ``tokens`` token ids (padding removal) built here, not

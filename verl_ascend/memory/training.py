@@ -32,7 +32,11 @@ Modelled with limits, said plainly:
   runs its multi-tensor path (``foreach``), as torch picks on an accelerator. HCCL's communicator
   buffers are a residency term of their own (not here).
 - Attention is sdpa (O(tokens) memory like flash-attention); the fused kernel's softmax statistics are
-  not modelled.
+  not modelled. On an NPU verl's ``logprobs_from_logits`` calls torch_npu's fused cross-entropy instead of
+  log-softmax + gather; the trace runs the latter (the one the installed stack runs), which holds one more
+  vocabulary-wide fp32 tensor: an upper bound there.
+- ``fsdp_config.use_no_sync_for_gradient_accumulation`` (off in verl's fsdp.yaml) is not modelled: with it
+  on, unsharded gradients would stay between micro-batches.
 """
 
 from __future__ import annotations
