@@ -46,6 +46,8 @@ class EnvVar:
 VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("DRY_RUN", "bool", "0", "verl_ascend/launch/__init__.py",
            "Compose the job, print the effective settings and the checks' verdict, exit without starting Ray."),
+    EnvVar("VERL_ASCEND_MEMORY_CACHE", "path", "~/.cache/verl-ascend/memory", "verl_ascend/memory/train_trace.py",
+           "Folder of the memory plan's traced training peaks, keyed by shape and package versions (0: no cache)."),
     EnvVar("VERL_ASCEND_DOCTOR", "bool", "1", "verl_ascend/launch/__init__.py",
            "Run the checks before a job starts (0 skips them; refusals of preflight still apply)."),
     EnvVar("VERL_ASCEND_DOCTOR_STRICT", "bool", "0", "verl_ascend/checks/__init__.py",

@@ -22,7 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 # raise it to let a change pass. Issue 36 (93): the memory plan is a check before Ray by its definition (the job
 # must be refused before a 32B checkpoint loads), so its rule, the plan's 8 modules (memory, terms, options,
 # devices, plan, residency, rollout, training) and the CPU backend's device declaration load with the checks.
-CEILING = 93
+# Merged (96): the training planner's two program modules (train_step, train_trace) and the CPU backend's
+# pi_old copy (verl.cpu.snapshots, a plugin row) added 3; the toolkit's plugin entry point being worker_log
+# itself and rules_preflight folded into checks/preflight.py took 2 off.
+CEILING = 96
 RECORD = """
 import json, os, sys
 from verl_ascend.run import cluster

@@ -93,9 +93,76 @@ def _scalars_mode():
     return _ScalarsAreZero()
 
 
+CACHE_ENV = "VERL_ASCEND_MEMORY_CACHE"  # folder of traced peaks; "0" turns the cache off
+_CACHE_FORMAT = 1
+
+
 @functools.lru_cache(maxsize=32)
 def trace(shape: StepShape) -> Trace:
-    """The peak of one phase on rank 0 of ``shape.world_size`` fake ranks (cached per process)."""
+    """The peak of one phase on rank 0 of ``shape.world_size`` fake ranks, cached per process and on disk.
+
+    Why on disk: tracing a 32B model's step takes about a minute and a half of CPU, and a user runs the
+    dry run, the doctor and the launch of one config again and again (so do the tests). The key is the
+    shape plus the versions of torch, transformers and verl and the source of the traced program, so a
+    changed program or package traces again; a cache file that cannot be read or written is ignored."""
+    path = _cache_path(shape)
+    cached = _read_cached(path) if path else None
+    if cached is not None:
+        return cached
+    traced = _trace(shape)
+    if path:
+        _write_cached(path, traced)
+    return traced
+
+
+def _cache_path(shape: StepShape):
+    """The cache file of ``shape``, or None when the cache is off."""
+    import hashlib
+    import importlib.metadata as metadata
+    import os
+    from pathlib import Path
+
+    from verl_ascend import envs
+
+    folder = envs.raw(CACHE_ENV)
+    if folder == "0":
+        return None
+    folder = Path(os.path.expanduser(folder or "~/.cache/verl-ascend/memory"))
+    key = hashlib.sha256(repr(shape).encode())
+    for dist in ("torch", "transformers", "verl"):
+        try:
+            key.update(f"{dist}=={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            key.update(dist.encode())
+    here = Path(__file__).parent
+    for program in ("train_step.py", "train_trace.py"):
+        key.update((here / program).read_bytes())
+    return folder / f"trace-v{_CACHE_FORMAT}-{key.hexdigest()[:24]}.json"
+
+
+def _read_cached(path) -> "Trace | None":
+    try:
+        data = json.loads(path.read_text())
+        return Trace(peak=int(data["peak"]), kinds=tuple((str(k), int(v)) for k, v in data["kinds"]),
+                     where=str(data.get("where", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cached(path, traced: Trace) -> None:
+    import os
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"peak": traced.peak, "kinds": traced.kinds, "where": traced.where}))
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only home: the plan is still right, only slower next time
+
+
+def _trace(shape: StepShape) -> Trace:
+    """Trace one phase (no cache)."""
     import torch
     import torch.distributed as dist
     from torch._subclasses.fake_tensor import FakeTensorMode

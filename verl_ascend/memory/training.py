@@ -177,7 +177,9 @@ def _int(config: Any, key: str, default: int | None = None) -> int:
 def _bool(config: Any, key: str, default: bool = False) -> bool:
     value = _get(config, key, default)
     if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
+        from verl_ascend.envs import parse_bool
+
+        return parse_bool(key, value)
     return bool(value)
 
 
