@@ -33,3 +33,23 @@ def pytest_runtest_setup(item):
     from tests.launch import E2E_ENV
 
     os.environ[E2E_ENV] = "1" if item.get_closest_marker("e2e") else "0"
+
+
+# The memory plan traces each training phase of the model named by the config under fake tensors: about 45 s
+# of CPU a phase for the 32B job, and the doctor runs it for every config it checks, so dozens of variants of
+# the 32B config in the checks' tests would take most of an hour. Tests that are about something else plan
+# without the training phases (the rollout, weight-update and residency terms stay: the tests that assert a
+# memory refusal outside MEMORY_PLAN_TESTS refuse on the rollout's weights). The tests of the plan itself, the
+# launch's memory refusal, tests/npu (its own process) and every subprocess (DRY_RUN, the launch, the
+# e2e tests) plan in full, the traces cached on disk by shape.
+MEMORY_PLAN_TESTS = ("tests/verl_ascend/memory/", "tests/recipe/test_memory_refusal.py", "tests/npu/")
+
+
+@pytest.fixture(autouse=True)
+def _no_training_trace_outside_the_memory_tests(request, monkeypatch):
+    path = Path(str(request.node.fspath)).resolve().relative_to(REPO).as_posix()
+    if path.startswith(MEMORY_PLAN_TESTS):
+        return
+    from verl_ascend.memory import training
+
+    monkeypatch.setattr(training, "plan_training", lambda config, *, overrides=None: ())

@@ -315,9 +315,10 @@ def _role(config: Any) -> str:
     return "actor_rollout" if placement(config).trainer_rollout else "trainer"
 
 
-def _host_term(name: str, per_card: int, cards_per_node: int, keys: tuple[str, ...]) -> Term:
-    return Term(f"{name} (host, per node)", per_card * cards_per_node,
-                f"{SOURCE}: per-card bytes x trainer.n_gpus_per_node", keys)
+def _host_term(name: str, per_card: int, keys: tuple[str, ...]) -> Term:
+    """One card's share of host memory: ``Phase.host`` is per card, and the plan multiplies the largest
+    phase's set by ``trainer.n_gpus_per_node`` once, for every phase alike (``residency.host_per_node``)."""
+    return Term(f"{name} (offloaded to host)", per_card, f"{SOURCE}: this card's share", keys)
 
 
 def _update_phase(config, base, role):
@@ -330,7 +331,7 @@ def _update_phase(config, base, role):
     return Phase("actor update", role, resident=resident, active=active), terms
 
 
-def _log_prob_phase(config, base, role, per_node, update_terms):
+def _log_prob_phase(config, base, role, update_terms):
     from verl_ascend.memory.train_trace import trace
 
     offloaded = _bool(config, f"{FSDP}.optimizer_offload")
@@ -338,13 +339,13 @@ def _log_prob_phase(config, base, role, per_node, update_terms):
     terms = _terms(trace(shape), keys, chunk_keys=_CHUNK)
     optimizer = update_terms["OptState"]
     resident = [terms[k] for k in _RESIDENT]
-    host = [_host_term(optimizer.name, optimizer.bytes, per_node, optimizer.keys)] if offloaded else []
+    host = [_host_term(optimizer.name, optimizer.bytes, optimizer.keys)] if offloaded else []
     active = tuple(t for k, t in terms.items() if k not in _RESIDENT and t.bytes)
     return Phase("old log-prob", role, resident=tuple(t for t in resident if t.bytes), active=active,
                  host=tuple(host))
 
 
-def _ref_phase(config, base, role, per_node, update_terms):
+def _ref_phase(config, base, role, update_terms):
     """The reference pass: its shards on the host (CPUOffloadPolicy), the actor as it stays between phases."""
     from verl_ascend.memory.train_trace import trace
 
@@ -352,13 +353,13 @@ def _ref_phase(config, base, role, per_node, update_terms):
     shape, keys = _log_prob_shape(config, ref_base, REF, entropy=False)
     terms = _terms(trace(shape), keys, chunk_keys=())
     ref_shards = terms["Sharded Param"]
-    host = [_host_term("reference parameters", ref_shards.bytes, per_node,
+    host = [_host_term("reference parameters", ref_shards.bytes,
                        (*_COMMON, f"{REF}.fsdp_config.model_dtype"))]
     resident = [terms["Buffer"]]
     for kind, offload in (("Sharded Param", "param_offload"), ("OptState", "optimizer_offload")):
         term = update_terms[kind]
         if _bool(config, f"{FSDP}.{offload}"):
-            host.append(_host_term(f"actor {term.name}", term.bytes, per_node, term.keys))
+            host.append(_host_term(f"actor {term.name}", term.bytes, term.keys))
         else:
             resident.append(Term(f"actor {term.name}", term.bytes, term.source, term.keys))
     active = tuple(t for k, t in terms.items() if k not in _RESIDENT and t.bytes)
@@ -381,14 +382,13 @@ def plan_training(config: Any, *, overrides: Mapping[str, object] | None = None)
     config = _with_overrides(config, overrides)
     hf = load_architecture(config)
     base = _shape_kwargs(config, hf)
-    _, per_node = _cards(config)
     role = _role(config)
     update, update_terms = _update_phase(config, base, role)
     phases = []  # in the order a step runs them
     if recomputes_old_log_prob(config):
-        phases.append(_log_prob_phase(config, base, role, per_node, update_terms))
+        phases.append(_log_prob_phase(config, base, role, update_terms))
     if uses_reference(config):
-        phases.append(_ref_phase(config, base, role, per_node, update_terms))
+        phases.append(_ref_phase(config, base, role, update_terms))
     return (*phases, update)
 
 
