@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KEY = "trainer.v1.trainer_mode"
+FIELD = "trainer_mode"  # the name of the mode in the records a run writes (checkpoint marker, resume.jsonl, accept.json)
 SYNC, COLOCATE, SEPARATE = "sync", "colocate_async", "separate_async"
 DEFAULT = SYNC  # upstream's ppo_trainer.yaml
 ASYNC_MODES = (COLOCATE, SEPARATE)

@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.recipe.test_npu_config import _script as dry_run  # DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh
+from tests.recipe.test_npu_config import _script  # DRY_RUN=1 bash examples/dapo_qwen25_32b_npu.sh
+
+
+def dry_run(tmp_path, *overrides, **kwargs):
+    """The script's dry run with the memory plan's check off: these cases are about what upstream raises at step 1.
+
+    The plan's own verdicts on these scripts are its subject, not these tests': it says the fsdp2 20k script's
+    actor update peaks at 78 GiB on a 910B (its largest term 'activations', 61 GiB, under strategy fsdp2), which no
+    host run has confirmed yet (docs/ascend_tutorial/memory.md)."""
+    return _script(tmp_path, *overrides, "memory.check=false", **kwargs)
 
 FIXTURE = Path(__file__).with_name("fixtures") / "upstream_dapo_npu_overrides.yaml"
 SCRIPTS = yaml.safe_load(FIXTURE.read_text())["scripts"]

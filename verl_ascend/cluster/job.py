@@ -76,8 +76,9 @@ def _local(path: str) -> bool:
 def job_nodes(config: DictConfig) -> int:
     """Nodes the job places ranks on: the trainer's, plus the standalone rollout pool's in ``separate_async``."""
     nnodes = int(OmegaConf.select(config, "trainer.nnodes", default=1) or 1)
-    mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default=None)
-    if mode == "separate_async":
+    from verl_ascend import trainer_mode
+
+    if trainer_mode.mode_of(config) == trainer_mode.SEPARATE:
         nnodes += int(OmegaConf.select(config, "actor_rollout_ref.rollout.nnodes", default=0) or 0)
     return nnodes
 

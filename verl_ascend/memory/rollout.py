@@ -201,7 +201,9 @@ def plan_rollout(config: Any, arch: Any, card: DeviceMemory) -> Rollout:
     seqs_cap = int(_sel(config, SEQS, 256))
     held = lambda n: min(seqs_cap, blocks // math.ceil(n / block)) if blocks else 0  # noqa: E731
     cards = int(_sel(config, R + "nnodes", 0) or 0) * int(_sel(config, R + "n_gpus_per_node", 0) or 0)
-    if not cards or OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync") != "separate_async":
+    from verl_ascend import trainer_mode
+
+    if not cards or trainer_mode.mode_of(config) != trainer_mode.SEPARATE:
         cards = int(_sel(config, "trainer.nnodes", 1)) * int(_sel(config, "trainer.n_gpus_per_node", 1))
     src = f"{VLLM} vllm/model_executor/layers (vocab padded to 64, TP-split linear layers) over the model's shapes"
     return Rollout(

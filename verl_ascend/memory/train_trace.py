@@ -8,6 +8,9 @@ reduce-scatter buffers, and keeps the per-kind snapshot at the peak. On top of i
 the vocabulary-wide tensors (logits, log-softmax, softmax and their gradients: every tensor whose last
 dimension is the vocabulary) live at that same peak, the term chunking and the token budget change most.
 
+Seam row ``memory_plan_tracker``: the tracker subclass below overrides torch's private ``_track`` and
+``_update_peak_stats`` and reads its ``_peak_mem``, ``_in_opt`` and ``_mod_tracker``.
+
 The fake process group is rank 0 of ``world_size`` ranks (``torch.testing._internal.distributed.fake_pg``):
 every rank of a data-parallel FSDP job holds the same shapes, so rank 0's trace is every card's.
 """

@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from verl_ascend import trainer_mode
 from verl_ascend.checks.exits import FAILED, OK, REFUSED
 from verl_ascend.cli import parser
 from verl_ascend.report.metrics_log import read_step_values
@@ -174,7 +175,7 @@ def read_run(path: str) -> Run:
     if resume.is_file():
         lines = [json.loads(x) for x in resume.read_text().splitlines() if x.strip().startswith("{")]
         if lines:
-            run.mode = lines[-1].get("trainer_mode")
+            run.mode = lines[-1].get(trainer_mode.FIELD)
             run.settings = dict(lines[-1].get("settings") or {})
     order = metrics.parent / "data_order.json"
     if "data.seed" not in run.settings and order.is_file():

@@ -64,7 +64,7 @@ from verl_ascend.run.run_guard import StartRefused
 
 MARKER = "verl_ascend_complete.json"
 SELF_CHECKSUM = "marker_sha256"  # in the marker: the digest of its own record
-MODE_FIELD = "trainer_mode"  # in the marker: the trainer mode the checkpoint was written in
+MODE_FIELD = trainer_mode.FIELD  # in the marker: the trainer mode the checkpoint was written in
 # Recorded in each start's line of resume.jsonl ("settings"): what makes two runs comparable or not
 # (``verl-ascend parity`` reads a run's seed, staleness bound and rollout correction from here).
 SETTINGS_KEYS = (
@@ -484,7 +484,7 @@ def recorded_settings(config) -> dict[str, Any]:
 
 
 def check_trainer_mode(config, plan: Plan, start_over: bool) -> None:
-    """Read-only, before Ray: a resume in another ``trainer.v1.trainer_mode`` than its checkpoint's is refused,
+    """Read-only, before Ray: a resume in another trainer mode than its checkpoint's is refused,
     naming both modes and what upstream's trainers keep differently. With ``resume_mode=auto`` and
     ``fault_tolerance.start_over=true`` the plan becomes a start from step 1 in the new mode instead."""
     if not plan.step or not plan.checkpoint:
@@ -583,7 +583,7 @@ def prepare_run(config, plan: Plan) -> int:
             _log(f"{TRACKER} is {selection.tracker_problem}")
     _log(plan.why if step else f"training starts from step 1: {plan.why}")
     record["resume_step"] = step
-    record["trainer_mode"] = trainer_mode.mode_of(config)
+    record[trainer_mode.FIELD] = trainer_mode.mode_of(config)
     record["settings"] = recorded_settings(config)
 
     # Metrics, the prompt ledger and the rollout-group ledger describe the run as if it had never

@@ -11,6 +11,24 @@ from verl_ascend.seams.index import HasAttr, Seam, SourceContains
 
 SEAMS: tuple[Seam, ...] = (
     Seam(
+        id="memory_plan_tracker",
+        kind="private-override",
+        target=(
+            "torch.distributed._tools MemTracker._track and _update_peak_stats overridden, its _peak_mem, _in_opt "
+            "and _mod_tracker read, _FSDPRefType (torch==2.13); DTensor._local_tensor; aten._local_scalar_dense "
+            "answered under fake tensors; a transformers config's _attn_implementation set to the plan's Ulysses "
+            "attention (transformers, pinned by verl==0.9.1)"
+        ),
+        test="tests/verl_ascend/memory/test_training.py",
+        code="verl_ascend/memory/train_trace.py, verl_ascend/memory/train_step.py, verl_ascend/memory/train_measure.py",
+        fingerprints={
+            "torch.distributed._tools.mem_tracker:MemTracker._update_peak_stats": "09b4747a9771efb3",
+            "torch.distributed._tools.mem_tracker:MemTracker._track": "9f23b05cc6837cff",
+        },
+        covers=("_local_tensor", "_attn_implementation", "_FSDPRefType", "_track", "_update_peak_stats", "_peak_mem",
+                "_in_opt", "_mod_tracker", "_local_scalar_dense"),
+    ),
+    Seam(
         id="agent_loop_dead_actor_log",
         kind="runtime-patch", stage="plugin", install="verl_ascend.run.worker_log:install",
         target=(

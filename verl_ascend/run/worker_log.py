@@ -93,9 +93,9 @@ def kept_summary(run_dir: Optional[str]) -> str:
 
 def register() -> None:
     """Install the toolkit's ``plugin``-stage seam rows (idempotent; upstream imports entry points, never calls them)."""
-    from verl_ascend.seams import install
+    from verl_ascend import seams
 
-    install("plugin", owner="verl_ascend")
+    seams.install("plugin", owner="verl_ascend")
 
 
 register()

@@ -44,6 +44,7 @@ def test_65536_tokens_exit_2_naming_phase_term_and_keys(capsys):
     assert "refused: does not fit: phase 'actor update'" in err and BIG in err and "largest term" in err
 
 
+@pytest.mark.e2e  # minutes, not a launch: the advice plans the 32B job up to 8 times, each a fresh trace
 def test_the_config_edited_to_fit_passes_and_advice_is_confirmed(capsys):
     """The advice's largest actor budget, applied, still fits (the third plan confirmed it)."""
     assert main(["--config-name", JOB, f"{BIG}=65536"]) == exits.REFUSED

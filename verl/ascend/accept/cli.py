@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="where the generated tiny model and data live (built if missing)")
     parser.add_argument("--tp", type=int, default=1,
                         help="rollout TP of the DAPO run; > 1 asks for mc2 and checks MatmulAllReduce (needs TP devices)")
-    parser.add_argument("--trainer-mode", default="sync", choices=("sync", "separate_async"),
+    parser.add_argument("--trainer-mode", dest="mode", default="sync", choices=("sync", "separate_async"),
                         help="upstream's trainer mode of the DAPO run; separate_async adds a rollout pool of --tp "
                              "cards and records the HCCL weight-sync time of each step (needs 2 x --tp devices)")
     parser.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated subset of {','.join(CHECKS)}")
@@ -146,10 +146,10 @@ def run_checks(args: argparse.Namespace, folder: Path, emulated: bool) -> list[C
 
         def dapo() -> Check:
             status["code"] = run_check.launch(run_dir, tiny, emulated, args.tp, args.timeout,
-                                              args.trainer_mode).returncode
+                                              args.mode).returncode
             if stopped_by_ctrl_c(status["code"]):
                 raise KeyboardInterrupt  # the user's stop, not the host failing the recipe
-            check = run_check.dapo_check(run_dir, status["code"], emulated, args.trainer_mode)
+            check = run_check.dapo_check(run_dir, status["code"], emulated, args.mode)
             check.value["memory"] = run_check.memory_value(run_dir, tiny, emulated, args.tp)  # planned vs measured
             return check
 
@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     emulated = not emulator.real_torch_npu_importable()
-    if emulated and args.trainer_mode != "sync" and "dapo" in args.checks:
-        print(f"verl-ascend accept: error: --trainer-mode {args.trainer_mode}: the weight sync it measures is "
+    if emulated and args.mode != "sync" and "dapo" in args.checks:
+        print(f"verl-ascend accept: error: --trainer-mode {args.mode}: the weight sync it measures is "
               "upstream's HCCL engine between NPU cards, which the emulator does not have; accepted here: "
               "--trainer-mode sync, or --checks without dapo", file=sys.stderr)
         return REFUSED

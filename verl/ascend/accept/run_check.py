@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from verl.ascend.accept.record import Check
+from verl_ascend import trainer_mode
 from verl.ascend.ops import KERNELS
 from verl.ascend.ops import counts as op_counts
 
@@ -45,7 +46,7 @@ def mode_overrides(mode: str, tp: int) -> list[str]:
     (one replica), weights moved by upstream's HCCL engine (registered as ``nccl``), one sync a step."""
     if mode == SYNC:
         return []
-    return [f"trainer.v1.trainer_mode={SEPARATE}", "trainer.v1.separate_async.parameter_sync_step=1",
+    return [f"{trainer_mode.KEY}={SEPARATE}", "trainer.v1.separate_async.parameter_sync_step=1",
             "actor_rollout_ref.rollout.nnodes=1", f"actor_rollout_ref.rollout.n_gpus_per_node={tp}",
             "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"]
 
@@ -109,7 +110,7 @@ def weight_sync(steps: dict[int, dict], mode: str) -> dict:
     """Each step's weight sync in seconds, as upstream timed it, and where it went."""
     where = ("HCCL broadcast from trainer rank 0 into the standalone rollout pool" if mode == SEPARATE else
              "into the rollout replicas colocated with the trainer")
-    return {"trainer_mode": mode, "metric": SYNC_TIMER, "what": where,
+    return {trainer_mode.FIELD: mode, "metric": SYNC_TIMER, "what": where,
             "seconds": {s: d[SYNC_TIMER] for s, d in sorted(steps.items()) if SYNC_TIMER in d}}
 
 
