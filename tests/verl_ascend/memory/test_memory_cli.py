@@ -37,6 +37,7 @@ def test_the_shipped_job_fits_with_table_json_and_plot(tmp_path, capsys):
     assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.e2e  # minutes, not a launch: a cold trace of the 32B update at 65536 tokens (cached on disk after)
 def test_65536_tokens_exit_2_naming_phase_term_and_keys(capsys):
     code = main(["--config-name", JOB, "--no-advice", f"{BIG}=65536"])
     err = capsys.readouterr().err
@@ -70,6 +71,7 @@ def test_a_model_without_config_json_exit_2_naming_the_key(tmp_path, capsys):
     assert code == exits.REFUSED and "actor_rollout_ref.model.path" in err and "config.json" in err
 
 
+@pytest.mark.e2e  # minutes, not a launch: a cold trace of the 32B update at 65536 tokens (cached on disk after)
 def test_the_doctor_refuses_the_job_that_does_not_fit(capsys):
     from verl_ascend.launch.commands import doctor
 
