@@ -51,7 +51,9 @@ def plan_once(name: str, overrides: list[str]) -> dict:
 
 def plan_in_child(name: str, overrides: list[str]) -> dict:
     command = [sys.executable, __file__, "--plan", name, *overrides]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    # cold: the trace cache off, so the figures are a first plan's (a cached one reads a file)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "VERL_ASCEND_MEMORY_CACHE": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode:
         raise SystemExit(f"planning {name} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -59,7 +61,7 @@ def plan_in_child(name: str, overrides: list[str]) -> dict:
 
 def measured_rows(tiny_dir: Path) -> list[dict]:
     from verl_ascend.memory.train_cases import CASES, case_overrides
-    from verl_ascend.memory.train_measure import measure
+    from verl_ascend.memory.train_measure import measure_all
     from verl_ascend.memory.train_trace import trace
     from verl_ascend.memory.training import phase_shapes
     from verl_ascend.run.config_utils import compose
@@ -67,12 +69,13 @@ def measured_rows(tiny_dir: Path) -> list[dict]:
     config = compose("dapo_tiny_cpu", [f"tiny_dir={tiny_dir}"], CONFIG_DIR)
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
-        for case in CASES:
-            shape = phase_shapes(config, overrides=case_overrides(case, tiny_dir / "model", Path(scratch)))[case.phase]
+        shapes = [phase_shapes(config, overrides=case_overrides(case, tiny_dir / "model", Path(scratch)))[case.phase]
+                  for case in CASES]
+        print(f"  measuring {len(shapes)} cases on 2 gloo ranks", file=sys.stderr, flush=True)
+        for case, shape, measured in zip(CASES, shapes, measure_all(shapes)):
             start = time.perf_counter()
             planned = trace(shape).peak
             plan_s = time.perf_counter() - start
-            measured = measure(shape)
             rows.append({"kind": "measured", "config": case.name, "phase": case.phase, "tokens": shape.tokens,
                          "planned": planned, "live": measured.live, "allocator": measured.allocator,
                          "error": (planned - measured.live) / measured.live, "plan_s": plan_s})

@@ -25,6 +25,11 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "e2e: launches the recipe, upstream's main_ppo, a run script or a Ray cluster (minutes)"
     )
+    # CI runs `-m "e2e and not slow"` (make test-e2e); `make test-e2e-full` runs every e2e test.
+    config.addinivalue_line(
+        "markers", "slow: an e2e variant whose capability another e2e test covers in CI (another rollout "
+                   "engine or entry point); make test-e2e-full runs it"
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -216,6 +216,7 @@ def test_main_ppo_without_a_rollout_engine_is_refused_before_ray(tiny_dir, tmp_p
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # the recipe's separate_async runs the same gloo engine in CI (tests/recipe/test_trainer_modes_e2e.py)
 def test_upstream_separate_async_trains_on_cpu_through_the_gloo_engine(tiny_dir, tmp_path):
     """Upstream's own separate_async trainer, nothing CPU-specific added: the CPU platform supplies the gloo
     engine and the rollout pool, and every parameter sync moves the whole model between the two pools."""

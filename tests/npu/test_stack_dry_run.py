@@ -23,6 +23,7 @@ def dry_run(tmp_path, *args):
     require_e2e("examples/dapo_qwen25_32b_npu.sh")
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "VERL_ASCEND_TARGET_", "HCCL_"))}
     environ.update({"DRY_RUN": "1", "PYTHON": os.environ.get("PYTHON_FOR_TESTS", "python"), "HOME": str(tmp_path)})
+    environ.setdefault("VERL_ASCEND_MEMORY_CACHE", os.path.expanduser("~/.cache/verl-ascend/memory"))  # HOME is tmp_path
     return subprocess.run(
         ["bash", str(SCRIPT), *args], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300
     )

@@ -76,6 +76,8 @@ def _script(tmp_path, *args, env=None):
     environ = {k: v for k, v in os.environ.items()
                if not k.startswith(("VLLM_", "VERL_ASCEND_TARGET_", "HCCL_", "VERL_ASCEND_DOCTOR", "TASK_QUEUE"))}
     environ.update({"DRY_RUN": "1", "PYTHON": os.environ.get("PYTHON_FOR_TESTS", "python"), "HOME": str(tmp_path)})
+    # the memory plan's trace cache stays in the real home (HOME is the test's folder, which must stay empty)
+    environ.setdefault("VERL_ASCEND_MEMORY_CACHE", os.path.expanduser("~/.cache/verl-ascend/memory"))
     environ.update(env or {})
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=tmp_path, env=environ, capture_output=True, text=True,
                           timeout=300)

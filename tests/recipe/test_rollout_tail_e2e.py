@@ -51,6 +51,7 @@ VLLM = pytest.param(
     "vllm",
     marks=[
         pytest.mark.e2e,
+        pytest.mark.slow,  # the hf run carries the tail in CI; this one through vLLM's abort (make test-e2e-full)
         pytest.mark.skipif(
             importlib.util.find_spec("vllm") is None and not os.environ.get("CI"),
             reason="vLLM's CPU build not installed (make vllm)",

@@ -69,6 +69,7 @@ def test_async_mode_trains_with_the_recipes_hooks_on_hf(tiny_dir, tmp_path, mode
 
 
 @NEEDS_VLLM
+@pytest.mark.slow  # the hf cases above run both async modes in CI (make test-e2e-full runs these)
 @pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
 def test_async_mode_trains_with_the_recipes_hooks_on_vllm(tiny_dir, tmp_path, mode):
     code, log, metrics = _train(tiny_dir, tmp_path, mode, 2, rollout="vllm")

@@ -18,6 +18,12 @@ values. Refused here, naming the key, the value, upstream's check and what is ac
   std 1), so the advantage is the raw reward and the run is REINFORCE without a baseline. The first two,
   and the third under DAPO's dynamic sampling (``algorithm.filter_groups.enable``: the replay buffer filters
   only groups of more than one response, so it filters nothing), are refused; the third alone is a warning.
+- ``rollout_correction_bypassed``: ``algorithm.rollout_correction.rollout_is`` or ``rollout_rs`` set with
+  ``bypass_mode=true``. Upstream's V1 trainer, in every trainer mode, then takes the rollout's log-probs as
+  the old policy's and skips ``compute_rollout_correction_and_add_to_batch``
+  (``verl/trainer/ppo/v1/trainer_base.py``): no weight and no rejection reaches the loss. The legacy
+  trainer's ``apply_bypass_mode`` (bypass loss) is not on the V1 path. A warning: the run trains, without the
+  correction the config asks for.
 """
 
 from __future__ import annotations
@@ -115,7 +121,28 @@ def rollout_n_group(view: ConfigView) -> Iterator[Finding]:
     )
 
 
-for _rule in (sampler_off_policy, rollout_n_group):
+CORRECTION = "algorithm.rollout_correction"
+BYPASS = f"{CORRECTION}.bypass_mode"
+
+
+def rollout_correction_bypassed(view: ConfigView) -> Iterator[Finding]:
+    """Importance weights or rejection asked for in bypass mode, where the V1 trainer computes neither."""
+    asked = [f"{CORRECTION}.{name}" for name in ("rollout_is", "rollout_rs") if view.get(f"{CORRECTION}.{name}")]
+    if not asked or not view.get_bool(BYPASS, False):
+        return
+    values = ", ".join(f"{key}={view.get(key)}" for key in asked)
+    yield Finding(
+        "rollout_correction_bypassed", WARN,
+        f"{values} with {BYPASS}=true: upstream's V1 trainer takes the rollout's log-probs as the old policy's and "
+        "runs compute_rollout_correction_and_add_to_batch only when not in bypass mode "
+        "(verl/trainer/ppo/v1/trainer_base.py, _compute_old_log_prob and the advantage step): no importance "
+        "weight or rejection reaches the loss", (*asked, BYPASS),
+        accepted=f"{BYPASS}=false for the correction (the actor recomputes the old log-probs: one more forward "
+                 f"pass per step), or {CORRECTION}.rollout_is=null and rollout_rs=null to say it is off",
+    )
+
+
+for _rule in (sampler_off_policy, rollout_n_group, rollout_correction_bypassed):
     tag(_rule, launch=True)  # upstream would assert inside Ray, or train on something else: VERL_ASCEND_DOCTOR=0 keeps them
 
-RULES = (sampler_off_policy, rollout_n_group)
+RULES = (sampler_off_policy, rollout_n_group, rollout_correction_bypassed)

@@ -60,8 +60,11 @@ class NodeAgent:
                    nbytes: int) -> dict:
         return collective.run_rank(rank, world, master, port, backend, device, timeout_s, nbytes)
 
-    def clean_up(self) -> None:
-        probe.remove_token(self.job, self.node_id, self.record["token"].get("created", ""))
+    def remove_token(self) -> None:
+        probe.remove_token(self.job, self.node_id)
+
+    def remove_created(self) -> None:
+        probe.remove_created(self.job, self.record["token"].get("created", ""))
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -199,7 +202,9 @@ def _rounds(job, agents, ips, labels, here, timeout_s, nbytes, comm, notes) -> l
     lap("compare (the driver's own view, cross-node)")
     out += _collective(agents, answered, ips, labels, here, timeout_s, nbytes, comm)
     lap("collective (join, all-reduce)")
-    _wait({n: agents[n].clean_up.remote() for n in answered}, timeout_s)
+    # Two rounds: on a shared folder another node's token may still be in the folder this node created.
+    _wait({n: agents[n].remove_token.remote() for n in answered}, timeout_s)
+    _wait({n: agents[n].remove_created.remote() for n in answered}, timeout_s)
     return out
 
 

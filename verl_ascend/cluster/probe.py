@@ -258,17 +258,25 @@ def read_tokens(job: Job) -> list[str]:
         return []
 
 
-def remove_token(job: Job, node_id: str, created: str) -> None:
-    """Remove this node's token, and the folders this check created (``created`` and below) once empty."""
+def remove_token(job: Job, node_id: str) -> None:
+    """Remove this node's token from the checkpoint folder."""
     try:
         os.remove(os.path.join(job.checkpoint_dir, f"{TOKEN_PREFIX}{job.check_id}-{node_id}"))
     except OSError:
         pass
+
+
+def remove_created(job: Job, created: str) -> None:
+    """Remove the folders this node's check created (``created`` and below), once every node's token is gone.
+
+    Why after every token: on a shared folder one node creates it and the others write their tokens into it; a
+    node that removed its folders right after its own token found the others' still there and left the folder
+    behind (a run folder made by a check that refused the job)."""
     folder = job.checkpoint_dir
     while created and (folder == created or folder.startswith(created + os.sep)):
         try:
             os.rmdir(folder)
-        except OSError:  # another node's token still there, or a shared folder another node removed
+        except OSError:  # not empty: something else was put there since, or another node removed it
             return
         folder = os.path.dirname(folder)
 

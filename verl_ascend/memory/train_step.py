@@ -69,6 +69,7 @@ class StepShape:
     use_kl_loss: bool = False
     kl_loss_type: str = "low_var_kl"
     foreach: bool = False  # AdamW's multi-tensor path (torch's default on an accelerator, not on a CPU)
+    fused_cross_entropy: bool = False  # log-probs through torch_npu's fused cross-entropy (trainer.device=npu)
     optimizer_impl: str = "torch.optim"
     optimizer: str = "AdamW"
 
@@ -209,8 +210,39 @@ def _head(shape: StepShape, logits: torch.Tensor, labels: torch.Tensor):
             fn = verl_F.entropy_from_logits
         entropy = torch.utils.checkpoint.checkpoint(fn, logits, use_reentrant=False) if (
             shape.entropy_checkpointing) else fn(logits)
+    if shape.fused_cross_entropy:
+        return _npu_cross_entropy_log_probs(logits, labels), entropy
     log_probs = logprobs_from_logits(logits=logits, labels=labels, inplace_backward=not shape.calculate_entropy)
     return log_probs, entropy
+
+
+class _FusedCrossEntropy(torch.autograd.Function):
+    """The memory of ``torch_npu.npu_cross_entropy_loss(input, target, reduction="none")``, on any device.
+
+    Why: on an NPU verl's ``logprobs_from_logits`` takes this fused op (``logprobs_from_logits_torch_npu``)
+    instead of the CPU's row-by-row ``logprobs_from_logits_v2``. Its documented outputs are the per-row
+    loss and ``log_prob`` ([N, C], the input's dtype), kept for the backward, which writes one [N, C]
+    gradient. This function allocates exactly that: one vocabulary-wide tensor forward, one backward.
+    It is also one op where the row loop is one per token (8192 per card at 65536 tokens, minutes traced)."""
+
+    @staticmethod
+    def forward(ctx, logits, labels):
+        log_prob = torch.log_softmax(logits, dim=-1)
+        ctx.save_for_backward(log_prob, labels)
+        return log_prob.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        log_prob, labels = ctx.saved_tensors
+        grad_input = log_prob.exp().neg_()  # d log p(label) / d logits = onehot - softmax, in one buffer
+        grad_input.scatter_add_(-1, labels.unsqueeze(-1), torch.ones_like(grad_input[..., :1]))
+        return grad_input.mul_(grad.unsqueeze(-1)), None
+
+
+def _npu_cross_entropy_log_probs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """verl's ``logprobs_from_logits_torch_npu``: rows flattened, the fused op, the result reshaped."""
+    rows = logits.shape[:-1]
+    return _FusedCrossEntropy.apply(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)).view(*rows)
 
 
 def forward_micro_batch(shape: StepShape, parts: Parts, device: str = "cpu"):

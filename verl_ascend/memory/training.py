@@ -33,8 +33,8 @@ Modelled with limits, said plainly:
   buffers are a residency term of their own (not here).
 - Attention is sdpa (O(tokens) memory like flash-attention); the fused kernel's softmax statistics are
   not modelled. On an NPU verl's ``logprobs_from_logits`` calls torch_npu's fused cross-entropy instead of
-  log-softmax + gather; the trace runs the latter (the one the installed stack runs), which holds one more
-  vocabulary-wide fp32 tensor: an upper bound there.
+  the row-by-row log-softmax it runs on a CPU; with ``trainer.device=npu`` the trace runs a stand-in with
+  the fused op's documented outputs (``train_step._FusedCrossEntropy``), elsewhere verl's own function.
 - ``fsdp_config.use_no_sync_for_gradient_accumulation`` (off in verl's fsdp.yaml) is not modelled: with it
   on, unsharded gradients would stay between micro-batches.
 """
@@ -245,6 +245,7 @@ def _shape_kwargs(config: Any, hf) -> dict:
         use_kl_loss=_bool(config, f"{A}.use_kl_loss"),
         kl_loss_type=str(_get(config, f"{A}.kl_loss_type", "low_var_kl")),
         foreach=str(_get(config, "trainer.device", "cuda")) != "cpu",
+        fused_cross_entropy=str(_get(config, "trainer.device", "cuda")) == "npu",
         optimizer_impl=str(_get(config, f"{A}.optim.optimizer_impl", "torch.optim")),
         optimizer=str(_get(config, f"{A}.optim.optimizer", "AdamW")),
     )

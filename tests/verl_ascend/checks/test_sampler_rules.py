@@ -144,3 +144,28 @@ def test_the_unknown_engine_rule_reads_the_module_in_effect():
     (note,) = _found("dapo_tiny_cpu", [f"{backend}=mine", "+actor_rollout_ref.rollout.checkpoint_engine."
                                        "custom_backend_module=not_here.engine"], "checkpoint_engine_unknown")
     assert note.severity == "info" and "not checked" in note.message
+
+
+# ------------------------------------------------------------------ rollout correction in bypass mode
+def test_upstreams_v1_trainer_skips_the_correction_in_bypass_mode():
+    """What rollout_correction_bypassed claims, read from upstream: the advantage step computes the correction
+    only when not in bypass mode, and the old log-prob step returns the rollout's before any actor pass."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    advantage = inspect.getsource(PPOTrainer._compute_advantage)
+    assert "not bypass_recomputing_logprobs" in advantage
+    assert "compute_rollout_correction_and_add_to_batch" in advantage
+    old = inspect.getsource(PPOTrainer._compute_old_log_prob)
+    assert old.index('data.pop("rollout_log_probs")') < old.index("compute_log_prob(batch)")
+
+
+@pytest.mark.parametrize("mode", ["sync", "colocate_async", "separate_async"])
+def test_correction_asked_for_in_bypass_mode_warns_naming_both_keys(mode):
+    c = "algorithm.rollout_correction"
+    asked = [f"trainer.v1.trainer_mode={mode}", f"{c}.rollout_is=token", f"{c}.rollout_is_threshold=2.0"]
+    (hit,) = _found("dapo_tiny_cpu", [*asked, f"{c}.bypass_mode=true"], "rollout_correction_bypassed")
+    assert hit.severity == rules_sampler.WARN
+    assert {f"{c}.rollout_is", f"{c}.bypass_mode"} <= set(hit.keys) and "trainer_base.py" in hit.message
+    assert not _found("dapo_tiny_cpu", [*asked, f"{c}.bypass_mode=false"], "rollout_correction_bypassed")
+    assert not _found("dapo_tiny_cpu", [f"trainer.v1.trainer_mode={mode}", f"{c}.bypass_mode=true"],
+                      "rollout_correction_bypassed")

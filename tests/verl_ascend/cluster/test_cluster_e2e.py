@@ -193,7 +193,9 @@ EXAMPLE = REPO / "examples" / "dapo_qwen25_32b_npu.sh"
 
 def example(cluster, tmp_path, *args, **env):
     base = dict(RAY_ADDRESS="", NNODES="2", NPUS_PER_NODE="1", PYTHON=sys.executable, HOME=str(tmp_path),
-                MODEL_PATH=str(cluster.model), OUTPUT_DIR=str(tmp_path / "runs"))
+                MODEL_PATH=str(cluster.model), OUTPUT_DIR=str(tmp_path / "runs"),
+                VERL_ASCEND_MEMORY_CACHE=os.environ.get("VERL_ASCEND_MEMORY_CACHE",
+                                                        os.path.expanduser("~/.cache/verl-ascend/memory")))
     environ = cluster.env(**{**base, **env})
     address = (cluster.dir / "address").read_text().strip()
     return subprocess.run(["bash", str(EXAMPLE), f"+ray_kwargs.ray_init.address={address}",

@@ -127,8 +127,10 @@ def test_tokens_in_a_real_folder_shared_then_node_local(tmp_path):
     assert local[HEAD].status == cells.OK  # the driver's storage is the job's: only the other node is named
     assert local[WORKER].status == cells.FAIL and "node-local" in local[WORKER].detail
     assert "10.0.0.1 (head)" in local[WORKER].detail and "resume" in local[WORKER].detail
-    for node in (WORKER, HEAD):
-        probe.remove_token(j, node, writes[node]["created"])
+    for node in (HEAD, WORKER):  # the creator first: its folder still holds the worker's token
+        probe.remove_token(j, node)
+    for node in (HEAD, WORKER):
+        probe.remove_created(j, writes[node]["created"])
     assert list(tmp_path.iterdir()) == []  # ckpt/run created by the check, both removed by it once empty
 
 

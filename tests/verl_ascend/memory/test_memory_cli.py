@@ -37,7 +37,6 @@ def test_the_shipped_job_fits_with_table_json_and_plot(tmp_path, capsys):
     assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.e2e  # minutes, not a launch: a cold trace of the 32B update at 65536 tokens (cached on disk after)
 def test_65536_tokens_exit_2_naming_phase_term_and_keys(capsys):
     code = main(["--config-name", JOB, "--no-advice", f"{BIG}=65536"])
     err = capsys.readouterr().err
@@ -45,7 +44,7 @@ def test_65536_tokens_exit_2_naming_phase_term_and_keys(capsys):
     assert "refused: does not fit: phase 'actor update'" in err and BIG in err and "largest term" in err
 
 
-@pytest.mark.e2e  # minutes, not a launch: the advice plans the 32B job up to 8 times, each a fresh trace
+@pytest.mark.e2e  # minutes, not a launch: the advice plans the 32B job up to 8 times, each a fresh trace (~35 s)
 def test_the_config_edited_to_fit_passes_and_advice_is_confirmed(capsys):
     """The advice's largest actor budget, applied, still fits (the third plan confirmed it)."""
     assert main(["--config-name", JOB, f"{BIG}=65536"]) == exits.REFUSED
@@ -71,7 +70,6 @@ def test_a_model_without_config_json_exit_2_naming_the_key(tmp_path, capsys):
     assert code == exits.REFUSED and "actor_rollout_ref.model.path" in err and "config.json" in err
 
 
-@pytest.mark.e2e  # minutes, not a launch: a cold trace of the 32B update at 65536 tokens (cached on disk after)
 def test_the_doctor_refuses_the_job_that_does_not_fit(capsys):
     from verl_ascend.launch.commands import doctor
 
@@ -89,6 +87,7 @@ def test_dry_run_of_the_32b_script_exits_2_before_anything_starts(tmp_path):
 
     require_e2e("examples/dapo_qwen25_32b_npu.sh")
     env = dict(os.environ, DRY_RUN="1", PYTHON="python", HOME=str(tmp_path))
+    env.setdefault("VERL_ASCEND_MEMORY_CACHE", os.path.expanduser("~/.cache/verl-ascend/memory"))  # HOME is tmp_path
     env.pop("HCCL_BUFFSIZE", None)
     done = subprocess.run(["bash", str(REPO / "examples" / "dapo_qwen25_32b_npu.sh"), f"{BIG}=65536"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=600)

@@ -33,7 +33,6 @@ def test_the_shipped_32b_job_fits_a_910b(shipped):
     assert {p.role for p in shipped.phases} == {"actor_rollout"}  # sync: one pool
 
 
-@pytest.mark.e2e  # minutes, not a launch: a cold trace of the 32B update at 65536 tokens (cached on disk after)
 def test_65536_tokens_of_a_32b_on_one_card_is_refused_naming_phase_and_key():
     refused = plan(compose(f"{BIG}=65536"), ENV)
     assert not refused.fits

@@ -150,17 +150,58 @@ def test_the_switches_act_in_the_trace(tiny_dir, tmp_path):
     assert 0.4 < halved / plain.get("Activation") < 0.6
 
 
+def test_on_an_npu_the_log_probs_take_the_fused_cross_entropys_values_and_memory(tiny_dir, tmp_path):
+    """trainer.device=npu traces torch_npu's fused cross-entropy: verl's numbers, one [tokens, vocab] tensor
+    kept forward (the op's log_prob output) and no row loop in the backward."""
+    import torch
+
+    from verl.utils.torch_functional import logprobs_from_logits_naive
+    from verl_ascend.memory.train_cases import ulysses_model
+    from verl_ascend.memory.train_step import StepShape, _npu_cross_entropy_log_probs
+    from verl_ascend.memory.train_trace import VOCAB_ACT, trace
+    from verl_ascend.memory.training import phase_shapes
+
+    logits = torch.randn(2, 5, 11, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 11, (2, 5), generator=torch.Generator().manual_seed(0))
+    grad = torch.randn(2, 5, dtype=torch.float64)
+    fused, reference = _npu_cross_entropy_log_probs(logits, labels), logprobs_from_logits_naive(logits, labels)
+    assert torch.allclose(fused, reference)
+    assert torch.allclose(*(torch.autograd.grad(out, logits, grad)[0] for out in (fused, reference)))
+
+    data = json.loads((ulysses_model(tiny_dir / "model", tmp_path) / "config.json").read_text())
+    data["vocab_size"] = 1024
+    base = StepShape(architecture=json.dumps(data, sort_keys=True), world_size=2, sp=1, tokens=512, seq_len=16,
+                     response_len=8, param_dtype="fp32")
+    on_npu = dataclasses.replace(base, fused_cross_entropy=True)
+    assert trace(on_npu).peak < trace(base).peak  # the CPU's row loop holds every row's gradient at once
+    one = 512 * 1024 * 4  # one fp32 [tokens, vocab] tensor
+    kept = trace(dataclasses.replace(on_npu, forward_only=True)).get(VOCAB_ACT)
+    assert abs(kept - 2 * one) < 0.01 * one  # the logits and the op's log_prob
+    assert {s.fused_cross_entropy for s in phase_shapes(_tiny(tiny_dir)).values()} == {False}
+    npu = phase_shapes(_tiny(tiny_dir), overrides={"trainer.device": "npu"})
+    assert {s.fused_cross_entropy for s in npu.values()} == {True}
+
+
 # ------------------------------------------------------------------ against real runs
-@pytest.mark.e2e  # spawns 2 gloo ranks per case (a minute each on 2 cores)
-@pytest.mark.parametrize("case", __import__("verl_ascend.memory.train_cases", fromlist=["CASES"]).CASES,
-                         ids=lambda case: case.name)
-def test_the_planned_peak_is_within_5_percent_of_the_measured_one(tiny_dir, tmp_path, case):
-    from verl_ascend.memory.train_cases import case_overrides
-    from verl_ascend.memory.train_measure import measure
+@pytest.fixture(scope="module")
+def measured_cases(tiny_dir, tmp_path_factory):
+    """{case name: (planned, measured)} for every case, the ranks spawned once for all of them."""
+    from verl_ascend.memory.train_cases import CASES, case_overrides
+    from verl_ascend.memory.train_measure import measure_all
     from verl_ascend.memory.train_trace import trace
     from verl_ascend.memory.training import phase_shapes
 
     config = _compose("dapo_tiny_cpu", {"tiny_dir": tiny_dir})
-    shape = phase_shapes(config, overrides=case_overrides(case, tiny_dir / "model", tmp_path))[case.phase]
-    planned, measured = trace(shape).peak, measure(shape)
+    scratch = tmp_path_factory.mktemp("cases")
+    shapes = [phase_shapes(config, overrides=case_overrides(case, tiny_dir / "model", scratch))[case.phase]
+              for case in CASES]
+    measured = measure_all(shapes)
+    return {case.name: (trace(shape).peak, got) for case, shape, got in zip(CASES, shapes, measured)}
+
+
+@pytest.mark.e2e  # spawns 2 gloo ranks once for every case (two minutes on 2 cores)
+@pytest.mark.parametrize("case", __import__("verl_ascend.memory.train_cases", fromlist=["CASES"]).CASES,
+                         ids=lambda case: case.name)
+def test_the_planned_peak_is_within_5_percent_of_the_measured_one(measured_cases, case):
+    planned, measured = measured_cases[case.name]
     assert abs(planned - measured.live) <= TOLERANCE * measured.live, (case.name, planned, measured)
