@@ -92,43 +92,27 @@ def _allocator_peak(profiler) -> int:
     return peak
 
 
-def _rank(rank: int, world: int, init_file: str, shapes: tuple[StepShape, ...], out: str) -> None:
-    """Every shape in turn on this rank, one process group: the ranks start once for all of them."""
-    import gc
-
+def _rank(rank: int, world: int, init_file: str, shape: StepShape, out: str) -> None:
+    """One phase of ``shape`` on this rank: its live and allocator peaks written to ``out``."""
     import torch
     import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        lines = []
-        for shape in shapes:
-            lines.append(_one(shape))
-            gc.collect()  # the last shape's model and optimizer go before the next one's window opens
+        mesh, sp_group = meshes(shape)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+            parts = build(shape, mesh, sp_group)
+            prepare_phase(shape, parts)
+            dist.barrier()
+            with record_function(WINDOW), _live_storages_mode()(_state_tensors(parts)) as live:
+                run_phase(shape, parts)
+            dist.barrier()
         with open(out, "w") as handle:
-            handle.write("\n".join(lines))
+            handle.write(f"{live.peak} {_allocator_peak(profiler)}")
     finally:
         dist.destroy_process_group()
-
-
-def _one(shape: StepShape) -> str:
-    """The live and allocator peaks of one phase of ``shape`` on this rank, as one line."""
-    import torch.distributed as dist
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    from verl.utils.ulysses import set_ulysses_sequence_parallel_group
-
-    mesh, sp_group = meshes(shape)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
-        parts = build(shape, mesh, sp_group)
-        prepare_phase(shape, parts)
-        dist.barrier()
-        with record_function(WINDOW), _live_storages_mode()(_state_tensors(parts)) as live:
-            run_phase(shape, parts)
-        dist.barrier()
-    set_ulysses_sequence_parallel_group(None)
-    return f"{live.peak} {_allocator_peak(profiler)}"
 
 
 @dataclass(frozen=True)
@@ -138,31 +122,36 @@ class Measured:
     per_rank: tuple[tuple[int, int], ...]
 
 
-def measure_all(shapes) -> list[Measured]:
-    """Each shape's phase on real gloo ranks spawned once for all (every shape of one world size).
+# Imported once by the fork server; every rank of every shape is a fork of it.
+PRELOAD = ["verl_ascend.memory.train_step", "transformers.models.qwen2.modeling_qwen2", "verl.utils.fsdp_utils",
+           "verl.utils.ulysses", "verl.utils.torch_functional", "verl.workers.config.optimizer"]
 
-    Why once: starting two ranks (torch, transformers, verl imported in each) costs most of a minute on
-    two cores, a tiny phase a few seconds."""
+
+def measure_all(shapes) -> list[Measured]:
+    """Each shape's phase on ``shape.world_size`` real gloo ranks, fresh processes for every shape.
+
+    Why a fork server: spawning two ranks that import torch, transformers and verl costs most of a minute
+    on two cores, a tiny phase a few seconds; forks of a server that imported them once start at once, and
+    each shape still runs in processes of its own (no state left from the shape before)."""
     import torch.multiprocessing as mp
 
-    shapes = tuple(shapes)
-    worlds = {shape.world_size for shape in shapes}
-    if len(worlds) != 1:
-        raise ValueError(f"measure_all runs one world size at a time, got {sorted(worlds)}")
-    world = worlds.pop()
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return [_measure(context, shape) for shape in shapes]
+
+
+def _measure(context, shape: StepShape) -> Measured:
     with tempfile.TemporaryDirectory() as folder:
         init_file = os.path.join(folder, "init")
-        outs = [os.path.join(folder, f"rank{rank}") for rank in range(world)]
-        context = mp.get_context("spawn")
-        procs = [context.Process(target=_rank, args=(rank, world, init_file, shapes, outs[rank]))
-                 for rank in range(world)]
+        outs = [os.path.join(folder, f"rank{rank}") for rank in range(shape.world_size)]
+        procs = [context.Process(target=_rank, args=(rank, shape.world_size, init_file, shape, outs[rank]))
+                 for rank in range(shape.world_size)]
         for proc in procs:
             proc.start()
         for proc in procs:
             proc.join()
         failed = {rank: proc.exitcode for rank, proc in enumerate(procs) if proc.exitcode != 0}
         if failed:
-            raise RuntimeError(f"measurement ranks failed (rank: exit code) {failed} for {shapes}")
-        ranks = [[tuple(int(v) for v in line.split()) for line in open(path).read().splitlines()] for path in outs]
-    return [Measured(live=max(r[i][0] for r in ranks), allocator=max(r[i][1] for r in ranks),
-                     per_rank=tuple(r[i] for r in ranks)) for i in range(len(shapes))]
+            raise RuntimeError(f"measurement ranks failed (rank: exit code) {failed} for {shape}")
+        per_rank = tuple(tuple(int(v) for v in open(path).read().split()) for path in outs)
+    return Measured(live=max(r[0] for r in per_rank), allocator=max(r[1] for r in per_rank), per_rank=per_rank)

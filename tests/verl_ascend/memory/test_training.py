@@ -185,7 +185,7 @@ def test_on_an_npu_the_log_probs_take_the_fused_cross_entropys_values_and_memory
 # ------------------------------------------------------------------ against real runs
 @pytest.fixture(scope="module")
 def measured_cases(tiny_dir, tmp_path_factory):
-    """{case name: (planned, measured)} for every case, the ranks spawned once for all of them."""
+    """{case name: (planned, measured)} for every case: 2 gloo ranks per case, forks of one fork server."""
     from verl_ascend.memory.train_cases import CASES, case_overrides
     from verl_ascend.memory.train_measure import measure_all
     from verl_ascend.memory.train_trace import trace
@@ -199,7 +199,7 @@ def measured_cases(tiny_dir, tmp_path_factory):
     return {case.name: (trace(shape).peak, got) for case, shape, got in zip(CASES, shapes, measured)}
 
 
-@pytest.mark.e2e  # spawns 2 gloo ranks once for every case (two minutes on 2 cores)
+@pytest.mark.e2e  # real gloo ranks for every case (15 s on 2 cores)
 @pytest.mark.parametrize("case", __import__("verl_ascend.memory.train_cases", fromlist=["CASES"]).CASES,
                          ids=lambda case: case.name)
 def test_the_planned_peak_is_within_5_percent_of_the_measured_one(measured_cases, case):
