@@ -64,7 +64,7 @@ test: $(STAMP) $(VLLM_STAMP)
 E2E_WORKERS ?= 2
 
 # CI's set: every e2e test but the `slow` variants (another rollout engine or entry point for a capability
-# another e2e test covers); `make test-e2e-full` runs them all (about 40 min on 2 cores, against 25).
+# another e2e test covers); `make test-e2e-full` runs them all (36 min on 2 cores, against 25).
 E2E_MARK ?= e2e and not slow
 
 test-e2e: $(STAMP) $(VLLM_STAMP)

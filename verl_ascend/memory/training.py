@@ -224,6 +224,7 @@ def _shape_kwargs(config: Any, hf) -> dict:
     if heads % sp:
         raise PlanInputError(f"{A}.ulysses_sequence_parallel_size={sp} does not divide the model's "
                              f"{heads} attention heads ({MODEL_PATH})")
+    device = str(_get(config, "trainer.device", "cuda"))
     return dict(
         architecture=_architecture_json(hf), world_size=shard, sp=sp,
         strategy="fsdp" if str(_get(config, f"{A}.strategy", "fsdp2")) == "fsdp" else "fsdp2",
@@ -244,8 +245,8 @@ def _shape_kwargs(config: Any, hf) -> dict:
         loss_agg_mode=str(_get(config, f"{A}.loss_agg_mode", "token-mean")),
         use_kl_loss=_bool(config, f"{A}.use_kl_loss"),
         kl_loss_type=str(_get(config, f"{A}.kl_loss_type", "low_var_kl")),
-        foreach=str(_get(config, "trainer.device", "cuda")) != "cpu",
-        fused_cross_entropy=str(_get(config, "trainer.device", "cuda")) == "npu",
+        foreach=device != "cpu",
+        fused_cross_entropy=device == "npu",
         optimizer_impl=str(_get(config, f"{A}.optim.optimizer_impl", "torch.optim")),
         optimizer=str(_get(config, f"{A}.optim.optimizer", "AdamW")),
     )

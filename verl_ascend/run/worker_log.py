@@ -11,7 +11,8 @@ So in every process of a run launched by ``verl-ascend train`` (``VERL_ASCEND_RU
 filter on upstream's logger appends each record whose exception is Ray's actor death to
 ``<run dir>/worker_errors.log`` and keeps it off stderr. Every other record, and every record when the file
 cannot be written, passes unchanged. The line above the driver's last one names the file and the
-count (:func:`kept_summary`; the file is appended across starts of one run folder, so the count is theirs). Retire the row when upstream logs a dead server once per worker, not per request.
+count (:func:`kept_summary`; the file is appended across starts of one run folder, so the count is theirs).
+Retire the row when upstream logs a dead server once per worker, not per request.
 
 This module is also the toolkit's ``verl.plugins`` entry point (loaded at every ``import verl``): the
 toolkit's own ``plugin``-stage rows must act in every process on every node, on a CPU and on an NPU

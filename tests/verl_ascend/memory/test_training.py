@@ -178,6 +178,15 @@ def test_on_an_npu_the_log_probs_take_the_fused_cross_entropys_values_and_memory
     kept = trace(dataclasses.replace(on_npu, forward_only=True)).get(VOCAB_ACT)
     assert abs(kept - 2 * one) < 0.01 * one  # the logits and the op's log_prob
     assert {s.fused_cross_entropy for s in phase_shapes(_tiny(tiny_dir)).values()} == {False}
+    # what the stand-in models, read from the installed verl: on an NPU the fused op, reduction none, per row
+    import inspect
+
+    from verl.utils import torch_functional
+
+    dispatch = inspect.getsource(torch_functional.logprobs_from_logits)
+    assert "elif NPU_CROSS_ENTROPY_LOSS_AVAILABLE:\n        output = logprobs_from_logits_torch_npu(" in dispatch
+    fused_path = inspect.getsource(torch_functional.logprobs_from_logits_torch_npu)
+    assert 'npu_cross_entropy_loss(logits, labels.reshape(-1), reduction="none")' in fused_path
     npu = phase_shapes(_tiny(tiny_dir), overrides={"trainer.device": "npu"})
     assert {s.fused_cross_entropy for s in npu.values()} == {True}
 

@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 
 from verl.ascend.accept.record import Check
-from verl_ascend import trainer_mode
 from verl.ascend.ops import KERNELS
 from verl.ascend.ops import counts as op_counts
+from verl_ascend import trainer_mode
 
 EXPERIMENT = "dapo_tiny_cpu"
 STEPS = 2
