@@ -60,7 +60,7 @@ CONFIG_CASES = [
 
 @pytest.mark.parametrize("overrides, needles", CONFIG_CASES, ids=[" ".join(c[0]) for c in CONFIG_CASES])
 def test_bad_value_is_refused_before_ray(entry, tmp_path, overrides, needles):
-    # Upstream's old keys do not compose: the command line's migration report refuses them first.
+    # Upstream's old keys without "+" do not compose: the train command names their new keys before Hydra does.
     r = entry.cli(*overrides) if overrides[0].startswith("reward_model.") else entry(*overrides)
     _assert_refused_cleanly(r, *needles)
     assert entry.started == [] and not (tmp_path / "out").exists()  # a refused start writes nothing

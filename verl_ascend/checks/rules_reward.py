@@ -7,6 +7,8 @@ In 0.9.1 the only reader of overlong shaping is the reward-loop manager ``dapo``
 ``reward_model.*``: that section still composes ("for backward compatibility") but upstream's
 ``main_ppo`` never calls ``migrate_legacy_reward_impl``, so every value there is silently dropped —
 the run trains without the penalty the user asked for (the failure reported in upstream #4268).
+That finding is a warning, not a refusal: upstream runs such a script (two of its published NPU DAPO
+scripts are such) without stopping, and a refusal here would be one upstream does not make.
 """
 
 from __future__ import annotations
@@ -50,13 +52,14 @@ def legacy_reward_keys(view: ConfigView) -> Iterator[Finding]:
     for section in LEGACY_SECTIONS:
         for key, _value in _set_leaves(view.get(section), section):
             keys.append(key)
-            moves.append(f"{key} -> {_new_home(key)}")
+            moves.append(f"{key} -> {new_home(key)}")
     if keys:
         yield Finding(
             "legacy_reward_keys_ignored",
-            ERROR,
+            WARN,
             "these legacy keys compose but upstream 0.9.1's main_ppo never reads them (no migration on the "
-            "V1 path), so the run would silently use the defaults instead (upstream #4268). Move them: "
+            "V1 path): the run uses reward.*'s values instead, as upstream would (upstream #4268). To have them "
+            "take effect, move them: "
             + "; ".join(moves),
             tuple(keys),
         )
@@ -211,7 +214,7 @@ def _set_leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
         yield prefix, node
 
 
-def _new_home(key: str) -> str:
+def new_home(key: str) -> str:
     for old in sorted(LEGACY_MOVES, key=len, reverse=True):
         if key == old or key.startswith(old + "."):
             return LEGACY_MOVES[old] + key[len(old) :]

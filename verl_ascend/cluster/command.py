@@ -262,10 +262,8 @@ def _config(args):
 
     from verl_ascend.checks.preflight import PreflightError
     from verl_ascend.device import device_hooks
-    from verl_ascend.run.config_utils import ConfigError, compose, legacy_report
+    from verl_ascend.run.config_utils import ConfigError, compose
 
-    if legacy_report(args.config_dir, args.config_name, args.overrides) is not None:
-        raise NotReady("upstream's old reward keys among the overrides: run `verl-ascend doctor` with them for the report")
     try:
         config = compose(args.config_name, args.overrides, args.config_dir)
     except ConfigError as exc:

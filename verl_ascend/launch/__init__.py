@@ -260,17 +260,20 @@ def train(argv: list[str] | None = None, recipe: Recipe | None = None) -> int:
     """``verl-ascend train [--config-name NAME] [overrides...]``: Hydra parses ``argv`` as upstream's main_ppo would."""
     import hydra
 
-    from verl_ascend.run.config_utils import legacy_report, split_argv
+    from verl_ascend.run.config_utils import ConfigError, compose, legacy_moves, split_argv
 
     argv = sys.argv[1:] if argv is None else list(argv)
     recipe = recipe or registered_recipe()
     if argv[:1] in (["-h"], ["--help"]):
         print(_train_help(recipe).rstrip())
         return exits.OK
-    report = legacy_report(recipe.config_dir, *split_argv(argv, recipe.default_config))
-    if report:  # Hydra's own error would suggest a '+' prefix: the wrong fix
-        print(f"[verl-ascend] config doctor:\n{report}", file=sys.stderr, flush=True)
-        return exits.REFUSED
+    name, overrides = split_argv(argv, recipe.default_config)
+    if legacy_moves([arg for arg in overrides if not arg.startswith("+")]):  # Hydra would suggest a '+': read by nothing
+        try:
+            compose(name, overrides, recipe.config_dir)
+        except ConfigError as exc:  # the composer's error names each old key's new home
+            print(f"error: {exc}", file=sys.stderr)
+            return exits.REFUSED
     codes = []
     main = hydra.main(config_path=str(recipe.config_dir), config_name=recipe.default_config, version_base=None)
     sys.argv[1:] = hydra_args(argv)

@@ -14,7 +14,7 @@ machine (and in CI). Without ``--config-name`` both compose the recipe's default
 ``verl-ascend train`` runs (the DAPO recipe's: the CPU demo ``dapo_tiny_cpu``).
 
 Exit status, the checks' one table (``verl_ascend.checks.exits``): 0 accepted, 2 refused (a blocking
-finding, a config that cannot be composed, upstream's old reward keys), 1 the command itself failed.
+finding, a config that cannot be composed), 1 the command itself failed.
 ``VERL_ASCEND_DOCTOR_STRICT=1`` (or ``doctor.strict``, or the doctor's ``--strict``) makes warnings refuse.
 """
 
@@ -53,16 +53,10 @@ def _parser(command: str, description: str, recipe, examples: Sequence[str] | No
     return parser
 
 
-def _compose(args, report_to: TextIO) -> DictConfig | None:
-    """The config the arguments name; None once its refusal is printed (legacy keys: the one report
-    of every culprit, to ``report_to``; a config that does not compose: the error)."""
-    from verl_ascend.run.config_utils import ConfigError, compose, legacy_report
+def _compose(args) -> DictConfig | None:
+    """The config the arguments name; None once the error of one that does not compose is printed."""
+    from verl_ascend.run.config_utils import ConfigError, compose
 
-    report = legacy_report(args.config_dir, args.config_name, args.overrides)
-    if report is not None:  # upstream's old reward keys: every culprit in one report
-        print(report, file=report_to)
-        print("error: legacy reward keys (see the report above)", file=sys.stderr)
-        return None
     try:
         return compose(args.config_name, args.overrides, args.config_dir)
     except ConfigError as exc:
@@ -70,11 +64,11 @@ def _compose(args, report_to: TextIO) -> DictConfig | None:
         return None
 
 
-def _parsed(parser: argparse.ArgumentParser, argv, recipe, report_to: TextIO):
+def _parsed(parser: argparse.ArgumentParser, argv, recipe):
     """(arguments, the config they name or None once its refusal is printed)."""
     args = parser.parse_args(argv)
     args.config_dir = args.config_dir or recipe.config_dir
-    return args, _compose(args, report_to)
+    return args, _compose(args)
 
 
 def _recipe(recipe):
@@ -88,7 +82,7 @@ def doctor(argv: Sequence[str] | None = None, recipe=None) -> int:
     recipe = _recipe(recipe)
     parser = _parser("doctor", "Check a config: every finding of the checks and the verdict; starts nothing.", recipe)
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
-    args, config = _parsed(parser, argv, recipe, sys.stdout)
+    args, config = _parsed(parser, argv, recipe)
     if config is None:
         return REFUSED
     try:
@@ -106,7 +100,7 @@ def dry_run_cli(argv: Sequence[str] | None = None, recipe=None) -> int:
     recipe = _recipe(recipe)
     parser = _parser("dry-run", "Print the composed config, effective settings, device environment and the checks' "
                      "verdict; starts nothing.", recipe)
-    _, config = _parsed(parser, argv, recipe, sys.stderr)
+    _, config = _parsed(parser, argv, recipe)
     return REFUSED if config is None else dry_run(config)
 
 
@@ -191,7 +185,7 @@ def memory(argv: Sequence[str] | None = None, recipe=None) -> int:
     parser.add_argument("--json", default=None, metavar="PATH", help="write the plan as JSON here ('-': stdout)")
     parser.add_argument("--detail", action="store_true", help="list every term with its keys and source")
     parser.add_argument("--no-advice", action="store_true", help="skip the suggestions (each costs a few plans)")
-    args, config = _parsed(parser, argv, recipe, sys.stderr)
+    args, config = _parsed(parser, argv, recipe)
     if config is None:
         return REFUSED
     try:

@@ -44,9 +44,6 @@ def compose(config_name: str, overrides: Sequence[str], config_dir: str | Path) 
     if not (config_dir / f"{config_name}.yaml").is_file():
         available = ", ".join(available_configs(config_dir)) or "none"
         raise ConfigError(f"no config {config_name!r} in {config_dir}; available: {available}")
-    legacy = legacy_override_message(overrides)
-    if legacy:
-        raise ConfigError(legacy)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base=None):
@@ -67,31 +64,13 @@ def _search_path(primary: Path, overrides: Sequence[str]) -> list[str]:
     return [f"hydra.searchpath=[{','.join([*declared, UPSTREAM_CONFIGS])}]"]
 
 
-def legacy_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``(the other overrides, "old -> new" moves)`` for upstream's old reward keys on the command line."""
-    from verl_ascend.checks.rules_reward import LEGACY_MOVES  # the reward rules' table: one list of the moves
+def legacy_moves(overrides: Sequence[str]) -> list[str]:
+    """``old -> new`` for each of upstream's old reward keys among ``overrides`` (still in its published
+    DAPO scripts): Hydra's own error on one suggests a '+', which composes a key nothing reads."""
+    from verl_ascend.checks.rules_reward import LEGACY_SECTIONS, new_home
 
-    kept, moves = [], []
-    for arg in overrides:
-        key = arg.lstrip("+~").split("=", 1)[0]
-        old = next((o for o in sorted(LEGACY_MOVES, key=len, reverse=True) if key == o or key.startswith(o + ".")), None)
-        if old is None:
-            kept.append(arg)
-        else:
-            moves.append(f"{key} -> {LEGACY_MOVES[old]}{key[len(old):]}")
-    return kept, moves
-
-
-def legacy_override_message(overrides: Sequence[str]) -> str | None:
-    """Upstream's old reward keys on the command line (``reward_model.overlong_buffer.len=...``,
-    still in upstream's published DAPO scripts), with where each lives now; None if there are none."""
-    _kept, moves = legacy_overrides(overrides)
-    if not moves:
-        return None
-    return (
-        "legacy reward keys that upstream verl 0.9.1 no longer reads (they would be silently dropped); "
-        "use the new keys instead: " + "; ".join(moves)
-    )
+    keys = (arg.lstrip("+~").split("=", 1)[0] for arg in overrides)
+    return [f"{key} -> {new_home(key)}" for key in keys if key.split(".", 1)[0] in LEGACY_SECTIONS]
 
 
 def _explain(exc: Exception, overrides: Sequence[str]) -> str:
@@ -105,6 +84,9 @@ def _explain(exc: Exception, overrides: Sequence[str]) -> str:
             "\nOverrides use upstream verl 0.9.1's keys (see verl/trainer/config/_generated_ppo_trainer.yaml); "
             "a key upstream does not define needs a leading '+', and is then read by nothing unless our code reads it."
         )
+    moves = legacy_moves(overrides)
+    if moves:
+        hint += "\nUpstream verl 0.9.1 composes its old reward keys but never reads them; their new keys: " + "; ".join(moves)
     given = f"\noverrides given: {' '.join(overrides)}" if overrides else ""
     return f"cannot compose the config: {message}{hint}{given}"
 
@@ -121,23 +103,3 @@ def split_argv(argv: Sequence[str], default: str) -> tuple[str, list[str]]:
         elif not arg.startswith("-") and not arg.startswith(("hydra.", "hydra/")):
             overrides.append(arg)
     return name, overrides
-
-
-def legacy_report(config_dir: str | Path, config_name: str, overrides: Sequence[str]) -> str | None:
-    """With upstream's old reward keys among ``overrides``: one report of every culprit -- where each
-    legacy key lives now, then the checks' findings on the config the other overrides compose -- so a
-    user who fixes them does not meet the next refusal on a second try. None without legacy keys."""
-    from verl_ascend import checks
-    from verl_ascend.checks.findings import ERROR, Finding
-    from verl_ascend.checks.pipeline import keys_named
-
-    message = legacy_override_message(overrides)
-    if message is None:
-        return None
-    kept, _moves = legacy_overrides(overrides)
-    legacy = Finding("legacy_reward_keys_ignored", ERROR, message, keys_named(message))
-    try:
-        findings = [legacy, *checks.validate(compose(config_name, kept, config_dir))]
-    except ConfigError as exc:  # the rest does not compose either: say so in the same report
-        findings = [legacy, Finding("config_not_composed", ERROR, str(exc))]
-    return checks.format_report(findings, strict=False)

@@ -14,9 +14,9 @@ def test_a_config_that_does_not_compose_is_refused_by_name(capsys):
     assert err.startswith("verl-ascend cluster: not ready:") and "trainer.no_such_key" in err
 
 
-def test_legacy_reward_keys_are_refused(capsys):
-    assert command.main(["reward_model.reward_manager=dapo"]) == exits.REFUSED
-    assert "old reward keys" in capsys.readouterr().err
+def test_a_legacy_reward_key_without_plus_is_refused_with_its_new_home(capsys):
+    assert command.main(["reward_model.overlong_buffer.len=8"]) == exits.REFUSED
+    assert "reward_model.overlong_buffer.len -> reward.reward_kwargs.overlong_buffer_cfg.len" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["--timeout", "0"], ["--collective-mib", "-1"]])
