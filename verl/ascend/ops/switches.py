@@ -64,6 +64,3 @@ class FusedOpSwitches:
                 f"ascend.fused_ops: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(known))}"
             )
         return cls(**{k: parse_bool(f"ascend.fused_ops.{k}", v) for k, v in section.items()})
-
-    def to_env(self) -> dict[str, str]:
-        return {ENV_VARS[f.name]: "1" if getattr(self, f.name) else "0" for f in fields(self)}

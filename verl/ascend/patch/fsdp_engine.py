@@ -71,12 +71,6 @@ def patch_module(module) -> None:
     setattr(module, TARGET_ATTR, _wrap(original))
 
 
-def unpatch_module(module) -> None:
-    current = getattr(module, TARGET_ATTR)
-    if getattr(current, "__verl_ascend_patched__", False):
-        setattr(module, TARGET_ATTR, current.__wrapped__)
-
-
 def install() -> None:
     """Arm the patch; it is applied when (or if) upstream imports the target module."""
     from verl_ascend.seams.post_import import when_imported
