@@ -86,6 +86,9 @@ def entry(tiny_dir, tmp_path, monkeypatch, capsys):
         return finished(launch.launch(RECIPE, cfg), environ)
 
     def cli(*argv: str) -> subprocess.CompletedProcess:
+        # composing imports upstream's stack, and some of it sets variables at import (Ray's RAY_CLIENT_MODE,
+        # torch's LAZY_LEGACY_OP): done once here, so the comparison below sees only what the start changed
+        RECIPE.compose("dapo_tiny_cpu", [f"tiny_dir={tiny_dir}"])
         environ = dict(os.environ)
         monkeypatch.setattr(launch, "launch", lambda recipe, config: pytest.fail("the command line accepted it"))
         try:
