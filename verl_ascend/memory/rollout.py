@@ -194,6 +194,9 @@ def plan_rollout(config: Any, arch: Any, card: DeviceMemory) -> Rollout:
         kv_source = (f"{VLLM} determine_available_memory: {util} x card - weights - profiling peak - non-torch "
                      "(vllm/v1/worker/gpu_worker.py; vllm-ascend v0.23.0 worker.py)")
         kv_keys = (UTIL, TP, TOKENS)
+    if engine == "vllm":  # the block size decides how many sequences the blocks hold: say whose it is
+        kv_source += f"; blocks of {block} tokens (" + (R + "engine_kwargs.vllm.block_size" if _vllm_kwarg(
+            config, "block_size") else card.kv_block_source) + ")"
     page = block * per_token // int(arch.num_hidden_layers)  # one layer's block, vLLM's page_size_bytes
     blocks = kv // page // int(arch.num_hidden_layers) if page else 0  # get_num_blocks
     kv = blocks * page * int(arch.num_hidden_layers) if engine == "vllm" else 0  # what is allocated

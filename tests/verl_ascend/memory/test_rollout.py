@@ -65,6 +65,21 @@ def test_accelerator_budget_is_utilization_minus_weights_profile_and_communicato
     assert lower.seqs_max < r.seqs_max and lower.weights == r.weights
 
 
+
+def test_kv_term_names_whose_block_size_it_is():
+    """The block size decides how many sequences fit: the KV term says whether the device's default or the
+    user's block_size set it, and a user's 16 gives 8x the blocks of the default 128 at the same budget."""
+    card = DeviceMemory("npu", int(61.3 * GIB), "t", 128, "refresh_block_size (128 unless set)")
+    default = rollout.plan_rollout(_config(tensor_model_parallel_size=8), _arch(), card)
+    assert default.kv_cache.source.endswith("; blocks of 128 tokens (refresh_block_size (128 unless set))")
+    small = rollout.plan_rollout(_config(tensor_model_parallel_size=8, engine_kwargs={"vllm": {"block_size": 16}}),
+                                 _arch(), card)
+    assert small.kv_cache.source.endswith(
+        "; blocks of 16 tokens (actor_rollout_ref.rollout.engine_kwargs.vllm.block_size)")
+    assert small.num_blocks // 8 == default.num_blocks
+    hf = rollout.plan_rollout(_config(name="hf"), _arch(), card)
+    assert "blocks of" not in hf.kv_cache.source
+
 def _arch():
     from transformers import Qwen2Config
 
