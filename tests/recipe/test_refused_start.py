@@ -61,8 +61,10 @@ CONFIG_CASES = [
 @pytest.mark.parametrize("overrides, needles", CONFIG_CASES, ids=[" ".join(c[0]) for c in CONFIG_CASES])
 def test_bad_value_is_refused_before_ray(entry, tmp_path, overrides, needles):
     # Upstream's old keys without "+" do not compose: the train command names their new keys before Hydra does.
-    r = entry.cli(*overrides) if overrides[0].startswith("reward_model.") else entry(*overrides)
+    legacy = overrides[0].startswith("reward_model.")
+    r = entry.cli(*overrides) if legacy else entry(*overrides)
     _assert_refused_cleanly(r, *needles)
+    assert not legacy or r.stderr.startswith("[verl-ascend] error: cannot compose the config"), r.stderr  # the launch's line
     assert entry.started == [] and not (tmp_path / "out").exists()  # a refused start writes nothing
 
 

@@ -272,8 +272,7 @@ def train(argv: list[str] | None = None, recipe: Recipe | None = None) -> int:
         try:
             compose(name, overrides, recipe.config_dir)
         except ConfigError as exc:  # the composer's error names each old key's new home
-            print(f"error: {exc}", file=sys.stderr)
-            return exits.REFUSED
+            return NoStart(exits.REFUSED, str(exc)).report()
     codes = []
     main = hydra.main(config_path=str(recipe.config_dir), config_name=recipe.default_config, version_base=None)
     sys.argv[1:] = hydra_args(argv)

@@ -29,7 +29,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from verl_ascend.memory.devices import DeviceMemory
-from verl_ascend.memory.terms import Term
+from verl_ascend.memory.terms import PlanInputError, Term
 
 R = "actor_rollout_ref.rollout."
 TP = R + "tensor_model_parallel_size"
@@ -83,6 +83,22 @@ def _sel(config: Any, key: str, default: Any = None) -> Any:
 
 def _vllm_kwarg(config: Any, name: str) -> Any:
     return OmegaConf.select(config, R + "engine_kwargs.vllm." + name, default=None)
+
+
+def block_size(config: Any, card: DeviceMemory) -> tuple[int, str]:
+    """vLLM's KV block size in tokens and whose it is: the user's ``engine_kwargs.vllm.block_size``, else the
+    device's default (it decides how many sequences the blocks hold)."""
+    key = R + "engine_kwargs.vllm.block_size"
+    value = _vllm_kwarg(config, "block_size")
+    if value is None:
+        return card.kv_block_size, card.kv_block_source
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        size = 0
+    if size <= 0 or isinstance(value, bool) or str(size) != str(value).strip():
+        raise PlanInputError(f"{key}={value!r}: vLLM's block size is a positive whole number of tokens (e.g. 128)")
+    return size, key
 
 
 def dtype_bytes(config: Any, arch: Any) -> int:
@@ -180,7 +196,7 @@ def plan_rollout(config: Any, arch: Any, card: DeviceMemory) -> Rollout:
     weights = weights_per_card(config, arch, tp)
     act = profile_activation(config, arch, tp) if engine == "vllm" else 0
     comm = engine_communicators(tp) * card.comm_buffer_bytes
-    block = int(_vllm_kwarg(config, "block_size") or card.kv_block_size)
+    block, block_from = block_size(config, card)
     per_token = kv_bytes_per_token(config, arch, tp)
     util = float(_sel(config, UTIL, 0.5))
     requested = 0
@@ -194,9 +210,8 @@ def plan_rollout(config: Any, arch: Any, card: DeviceMemory) -> Rollout:
         kv_source = (f"{VLLM} determine_available_memory: {util} x card - weights - profiling peak - non-torch "
                      "(vllm/v1/worker/gpu_worker.py; vllm-ascend v0.23.0 worker.py)")
         kv_keys = (UTIL, TP, TOKENS)
-    if engine == "vllm":  # the block size decides how many sequences the blocks hold: say whose it is
-        kv_source += f"; blocks of {block} tokens (" + (R + "engine_kwargs.vllm.block_size" if _vllm_kwarg(
-            config, "block_size") else card.kv_block_source) + ")"
+    if engine == "vllm":
+        kv_source += f"; blocks of {block} tokens ({block_from})"
     page = block * per_token // int(arch.num_hidden_layers)  # one layer's block, vLLM's page_size_bytes
     blocks = kv // page // int(arch.num_hidden_layers) if page else 0  # get_num_blocks
     kv = blocks * page * int(arch.num_hidden_layers) if engine == "vllm" else 0  # what is allocated

@@ -80,6 +80,14 @@ def test_kv_term_names_whose_block_size_it_is():
     hf = rollout.plan_rollout(_config(name="hf"), _arch(), card)
     assert "blocks of" not in hf.kv_cache.source
 
+
+@pytest.mark.parametrize("value", ["abc", 0, -16, 16.5, True])
+def test_a_bad_block_size_is_named_not_a_traceback(value):
+    from verl_ascend.memory.terms import PlanInputError
+
+    with pytest.raises(PlanInputError, match=r"actor_rollout_ref.rollout.engine_kwargs.vllm.block_size=.*positive whole"):
+        rollout.plan_rollout(_config(engine_kwargs={"vllm": {"block_size": value}}), _arch(), NPU_CARD)
+
 def _arch():
     from transformers import Qwen2Config
 
