@@ -263,20 +263,24 @@ def _resumed_after(lab: Lab, step: int) -> Check:
     return Check(f"resumed_after_step_{step}", resumed[-1:] == [step], f"resume steps per start: {resumed}")
 
 
-def mode_changed(lab: Lab) -> list[Check]:
-    """A finished 2-step sync run started again in colocate_async: refused before Ray naming both modes and
-    what upstream keeps differently, nothing on disk changed; the run's own mode then resumes after step 2."""
-    first = _two_steps(lab)
-    before = snapshot(lab.run_dir, lab.ckpt)
-    refused = lab.finish(lab.launch("other_mode", "trainer.v1.trainer_mode=colocate_async"), "other_mode", expect=[
-        r"trainer\.v1\.trainer_mode=colocate_async, but the checkpoint", r"was written in sync", r"transfer_queue/",
-        r"trainer\.v1\.trainer_mode=sync to resume it", r"fault_tolerance\.start_over=true"], timeout=300)
-    changed = sorted(set(snapshot(lab.run_dir, lab.ckpt).items()) ^ set(before.items()))
-    final = lab.finish(lab.launch("same_mode"), "same_mode")
-    lab.finished = final.rc == 0
-    return [check_exit(first, 0), check_exit(refused, 2), check_exit(final, 0),
-            Check("nothing_changed_by_the_refusal", not changed, f"changed by the refused start: {changed[:5]}"),
-            _resumed_after(lab, 2)]
+def _mode_changed(written: str, other: str) -> Callable[[Lab], list[Check]]:
+    """A finished 2-step run in ``written`` started again in ``other``: refused before Ray naming both modes and
+    what upstream keeps differently, nothing on disk changed; ``written`` then resumes after step 2."""
+    def inject(lab: Lab) -> list[Check]:
+        mode = lambda m: f"trainer.v1.trainer_mode={m}"  # noqa: E731
+        first = lab.finish(lab.launch("first", mode(written), overrides=[*OVERRIDES, "trainer.total_training_steps=2"]),
+                           "first")
+        before = snapshot(lab.run_dir, lab.ckpt)
+        refused = lab.finish(lab.launch("other_mode", mode(other)), "other_mode", expect=[
+            rf"trainer\.v1\.trainer_mode={other}, but the checkpoint", rf"was written in {written}", r"transfer_queue/",
+            rf"trainer\.v1\.trainer_mode={written} to resume it", r"fault_tolerance\.start_over=true"], timeout=300)
+        changed = sorted(set(snapshot(lab.run_dir, lab.ckpt).items()) ^ set(before.items()))
+        final = lab.finish(lab.launch("same_mode", mode(written)), "same_mode")
+        lab.finished = final.rc == 0
+        return [check_exit(first, 0), check_exit(refused, 2), check_exit(final, 0),
+                Check("nothing_changed_by_the_refusal", not changed, f"changed by the refused start: {changed[:5]}"),
+                _resumed_after(lab, 2)]
+    return inject
 
 
 def tracker_behind(lab: Lab) -> list[Check]:
@@ -588,8 +592,10 @@ FAULTS = (
     Fault("standalone_server_kill", "kill -9 of separate_async's standalone rollout server mid-step: one clean "
           "line, upstream's tracebacks kept in the run folder", standalone_server_kill),
     Fault("worker_oom", "a training worker SIGKILLed (what the OOM killer does) mid-update", worker_oom),
-    Fault("mode_changed", "a sync run started again in colocate_async: refused before Ray, then the same mode",
-          mode_changed),
+    Fault("mode_changed", "a sync run started again in separate_async: refused before Ray, then the same mode",
+          _mode_changed("sync", "separate_async")),
+    Fault("mode_changed_back", "a separate_async run started again in sync: refused before Ray, then the same mode",
+          _mode_changed("separate_async", "sync")),
     Fault("tracker_behind", "the tracker names an incomplete step below a complete checkpoint; refused, then fixed",
           tracker_behind),
     Fault("bad_values", "values upstream rejects inside Ray (sampler, weight-sync engine, vLLM argument, n=1): "

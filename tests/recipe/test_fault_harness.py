@@ -92,8 +92,7 @@ def test_list_and_unknown_names():
     assert [line.split()[0] for line in listed.stdout.splitlines()] == [
         "kill9_tree", "metrics_unwritable", "marker_deleted", "data_replaced", "second_run", "driver_kill9",
         "driver_sigterm", "driver_sigint", "disk_full", "engine_core_kill", "standalone_server_kill", "worker_oom",
-        "mode_changed",
-        "tracker_behind", "bad_values", "marker_checksum"]
+        "mode_changed", "mode_changed_back", "tracker_behind", "bad_values", "marker_checksum"]
     unknown = run("--only", "kill9_tree,nope")
     assert unknown.returncode != 0 and "unknown fault(s) ['nope']" in unknown.stderr and "kill9_tree" in unknown.stderr
 

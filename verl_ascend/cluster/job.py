@@ -99,7 +99,7 @@ def from_config(config: DictConfig, environ) -> Job:
     except (OSError, ValueError):
         ckpt = None
     nnodes = job_nodes(config)
-    host, why = host_bytes(config, ckpt_params(config, model), nnodes)
+    host, why = host_bytes(config, ckpt_params(config, model), nnodes, environ)
     return Job(
         device=str(select("trainer.device", "cpu") or "cpu"),
         nnodes=nnodes,
@@ -122,13 +122,17 @@ def ckpt_params(config: DictConfig, model: list[str]) -> int | None:
     return parameter_count(folder) if folder and os.path.isdir(folder) else None
 
 
-def host_bytes(config: DictConfig, params: int | None, nnodes: int) -> tuple[int | None, str]:
-    """Host memory per node that the actor's offloaded states take, and how it was reckoned.
+def host_bytes(config: DictConfig, params: int | None, nnodes: int, environ=None) -> tuple[int | None, str]:
+    """Host memory per node that the job's offloaded states take, and how it was reckoned.
 
-    The hook for the memory plan (``verl_ascend.memory``): until its host terms land, this counts what FSDP
-    offload keeps on the host -- fp32 parameters (4 bytes each) with ``param_offload`` and Adam's two fp32
-    moments (8 bytes) with ``optimizer_offload`` -- spread over the job's nodes (each node holds the shards of
-    its own ranks). None when nothing is offloaded or the model's size is unknown."""
+    From the memory plan (``verl_ascend.memory``, the figure ``verl-ascend memory`` prints): its largest host set
+    of any phase -- the actor's offloaded parameters and optimizer states, the slept rollout engine's weights --
+    times the cards per node. Where no plan can be made for this config, FSDP offload's own count stands in,
+    with the plan's reason: fp32 parameters (4 bytes each) with ``param_offload`` and Adam's two fp32 moments
+    (8 bytes) with ``optimizer_offload``, spread over the job's nodes. None when nothing goes to the host."""
+    planned, reason = planned_host(config, environ)
+    if planned is not None:
+        return (planned, "the memory plan's host set per node (verl-ascend memory --detail)") if planned else (None, "")
     actor = "actor_rollout_ref.actor.fsdp_config."
     param = bool(OmegaConf.select(config, actor + "param_offload", default=False))
     optim = bool(OmegaConf.select(config, actor + "optimizer_offload", default=False))
@@ -136,4 +140,17 @@ def host_bytes(config: DictConfig, params: int | None, nnodes: int) -> tuple[int
         return None, ""
     per_param = (4 if param else 0) + (8 if optim else 0)
     what = " and ".join(w for w, on in (("param_offload (4 B/param)", param), ("optimizer_offload (8 B/param)", optim)) if on)
-    return params * per_param // max(nnodes, 1), f"{what} x {params:,} parameters / {nnodes} nodes"
+    return params * per_param // max(nnodes, 1), f"{what} x {params:,} parameters / {nnodes} nodes; {reason}"
+
+
+def planned_host(config: DictConfig, environ=None) -> tuple[int | None, str]:
+    """(the memory plan's host bytes per node, "") or (None, why there is no plan)."""
+    from verl_ascend.memory.options import MemoryOptions
+    from verl_ascend.memory.plan import cached_plan
+
+    try:
+        if not MemoryOptions.from_config(config).check:
+            return None, "memory.check=false: no memory plan"
+        return cached_plan(config, environ).host_per_node, ""
+    except Exception as exc:  # noqa: BLE001 -- the cell still judges with the estimate, and says why
+        return None, f"no memory plan ({type(exc).__name__}: {exc})"

@@ -118,3 +118,18 @@ def test_the_tiny_cpu_configs_fit_their_host_share(tiny_dir):
     assert tiny.fits and tiny.card.name == "CPU host share"
     vllm = plan(compose(f"tiny_dir={tiny_dir}", "actor_rollout_ref.rollout.name=vllm", name="dapo_tiny_cpu"), ENV)
     assert vllm.rollout.kv_cache.bytes == GIB and vllm.rollout.num_blocks == GIB // (128 * vllm.rollout.kv_bytes_per_token)
+
+
+def test_the_cluster_checks_host_memory_cell_needs_the_plans_host_set(shipped):
+    """``verl-ascend cluster``'s host-memory cell needs what this plan puts on the host per node: the 32B
+    job's offloaded actor states and, while the actor trains, the slept engine's weights, which an
+    offload-only count misses. With memory.check=false the offload count stands in and says why."""
+    from verl_ascend.cluster.job import host_bytes
+
+    params = 32_763_876_352
+    need, why = host_bytes(compose(), params, 16, ENV)
+    assert need == shipped.host_per_node > 0 and "memory plan" in why
+    estimate = params * 12 // 16
+    assert need > estimate
+    need, why = host_bytes(compose("memory.check=false"), params, 16, ENV)
+    assert need == estimate and "memory.check=false" in why
